@@ -1,0 +1,644 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// Inserter stores URLs in the local frontier with dedup and returns how many
+// were new once they are durable (*frontier.Frontier implements it).
+type Inserter interface {
+	Add(ctx context.Context, urls []frontier.NewURL) (int, error)
+}
+
+// DoneInserter is implemented by an Inserter that can also store COMPLETED
+// records moved by a rebalance (KindDone), so that they are not crawled again.
+// Without it, batches with such records are refused (and retried by the sender).
+type DoneInserter interface {
+	AddDone(ctx context.Context, urls []frontier.NewURL) (int, error)
+}
+
+// ExchangeConfig configures NewExchange. Zero values take the defaults.
+type ExchangeConfig struct {
+	Name   string // local member name (as in MembersConfig). Required.
+	Listen string // HOST:PORT to accept peers' batches on. Default "0.0.0.0:7947".
+	Key    []byte // cluster key, 16, 24 or 32 bytes (--cluster-key-file). Required.
+
+	Outbox  *Outbox                          // durable queue of URLs to send. Required.
+	Local   Inserter                         // the local frontier. Required.
+	OwnerOf func(u frontier.NewURL) string   // current owner of u ("" = unknown: keep waiting). Must be fast. Required.
+	AddrOf  func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
+
+	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
+	MaxDelay         time.Duration // max age before a partial batch is sent, default 200ms, valid 1ms..1m
+	MaxFrame         int           // max frame payload, default 8 MiB, valid 1 MiB..64 MiB
+	DialTimeout      time.Duration // default 5s
+	HandshakeTimeout time.Duration // default 10s
+	AckTimeout       time.Duration // wait for an ack (the receiver's commit), default 60s
+	BackoffMin       time.Duration // reconnect/retry backoff, default 100ms, doubled up to BackoffMax
+	BackoffMax       time.Duration // default 10s
+	Logger           *slog.Logger  // default slog.Default()
+
+	onBatch func(from string, b Batch) // test hook, called before storing a received batch
+}
+
+// DefaultExchangeConfig returns the defaults (without the required fields).
+func DefaultExchangeConfig() ExchangeConfig {
+	return ExchangeConfig{
+		Listen: "0.0.0.0:7947", MaxBatch: 1000, MaxDelay: 200 * time.Millisecond, MaxFrame: DefaultMaxFrame,
+		DialTimeout: 5 * time.Second, HandshakeTimeout: 10 * time.Second, AckTimeout: 60 * time.Second,
+		BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second,
+	}
+}
+
+func (c *ExchangeConfig) fill() error {
+	d := DefaultExchangeConfig()
+	setDef := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.MaxFrame == 0 {
+		c.MaxFrame = d.MaxFrame
+	}
+	setDef(&c.MaxDelay, d.MaxDelay)
+	setDef(&c.DialTimeout, d.DialTimeout)
+	setDef(&c.HandshakeTimeout, d.HandshakeTimeout)
+	setDef(&c.AckTimeout, d.AckTimeout)
+	setDef(&c.BackoffMin, d.BackoffMin)
+	setDef(&c.BackoffMax, d.BackoffMax)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Name == "" || len(c.Name) > maxNameLen:
+		return fmt.Errorf("cluster: exchange name=%q: must be 1..%d bytes", c.Name, maxNameLen)
+	case c.Outbox == nil || c.Local == nil || c.OwnerOf == nil || c.AddrOf == nil:
+		return errors.New("cluster: exchange: Outbox, Local, OwnerOf and AddrOf are required")
+	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
+		return fmt.Errorf("cluster: exchange max_batch=%d: must be 1..100000", c.MaxBatch)
+	case c.MaxDelay < time.Millisecond || c.MaxDelay > time.Minute:
+		return fmt.Errorf("cluster: exchange max_delay=%s: must be 1ms..1m", c.MaxDelay)
+	case c.MaxFrame < 1<<20 || c.MaxFrame > 64<<20:
+		return fmt.Errorf("cluster: exchange max_frame=%d: must be 1 MiB..64 MiB", c.MaxFrame)
+	case c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("cluster: exchange backoff_max=%s: must be >= backoff_min=%s", c.BackoffMax, c.BackoffMin)
+	}
+	return checkKey(c.Key)
+}
+
+// ExchangeStats are the exchange's counters since NewExchange (for metrics:
+// wrap them in prometheus CounterFuncs).
+type ExchangeStats struct {
+	URLsForwarded   uint64 // URLs acknowledged by their owner (phasecrawl_urls_forwarded_total)
+	URLsReceived    uint64 // URLs received from peers (phasecrawl_urls_received_total)
+	URLsAdded       uint64 // received URLs that were new here
+	URLsLocal       uint64 // queued URLs whose owner became this node, added locally
+	URLsRerouted    uint64 // queued URLs re-filed under a new owner at send time
+	BatchesSent     uint64 // batch messages written, resends included
+	BatchesResent   uint64 // of those, resends of a batch not acked before
+	BatchesReceived uint64
+	AcksSent        uint64
+	AcksReceived    uint64
+	Nacks           uint64 // batches a peer could not store (retried)
+	Dials           uint64 // connections opened and authenticated
+	DialErrors      uint64 // dials, handshakes or sends that failed
+	HandshakeErrors uint64 // incoming connections that failed the handshake
+	BadFrames       uint64 // incoming frames rejected (oversized, forged, garbage)
+}
+
+type exStats struct {
+	urlsForwarded, urlsReceived, urlsAdded, urlsLocal, urlsRerouted  atomic.Uint64
+	batchesSent, batchesResent, batchesReceived, acksSent, acksRecvd atomic.Uint64
+	nacks, dials, dialErrors, handshakeErrors, badFrames             atomic.Uint64
+}
+
+// Exchange sends the outbox's URLs to their owners and receives the URLs
+// this node owns from the others: one long-lived authenticated TCP
+// connection per sender->receiver pair, batches of up to MaxBatch URLs or
+// MaxDelay old, stop-and-wait acknowledgement. The sender deletes a batch
+// from the outbox only once acknowledged; the receiver acknowledges only once
+// its Inserter stored the batch. A resend after a lost ack is harmless since
+// the Inserter dedups.
+type Exchange struct {
+	cfg    ExchangeConfig
+	log    *slog.Logger
+	ln     net.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	st     exStats
+
+	mu      sync.Mutex // guards senders, conns, closed
+	senders map[string]*sender
+	conns   map[net.Conn]struct{}
+	closed  bool
+}
+
+// NewExchange listens on cfg.Listen and starts sending what the outbox holds.
+// The caller calls Kick when the membership changes and Close at the end.
+func NewExchange(cfg ExchangeConfig) (*Exchange, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: exchange listen %s: %w", cfg.Listen, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &Exchange{cfg: cfg, log: cfg.Logger.With("component", "exchange"), ln: ln, ctx: ctx, cancel: cancel,
+		senders: map[string]*sender{}, conns: map[net.Conn]struct{}{}}
+	x.wg.Add(1)
+	go x.acceptLoop()
+	cfg.Outbox.setWake(x.wake)
+	x.Kick()
+	return x, nil
+}
+
+// Addr returns the address the exchange listens on (HOST:PORT).
+func (x *Exchange) Addr() string { return x.ln.Addr().String() }
+
+// Stats returns a snapshot of the counters.
+func (x *Exchange) Stats() ExchangeStats {
+	s := &x.st
+	return ExchangeStats{
+		URLsForwarded: s.urlsForwarded.Load(), URLsReceived: s.urlsReceived.Load(), URLsAdded: s.urlsAdded.Load(),
+		URLsLocal: s.urlsLocal.Load(), URLsRerouted: s.urlsRerouted.Load(),
+		BatchesSent: s.batchesSent.Load(), BatchesResent: s.batchesResent.Load(), BatchesReceived: s.batchesReceived.Load(),
+		AcksSent: s.acksSent.Load(), AcksReceived: s.acksRecvd.Load(), Nacks: s.nacks.Load(),
+		Dials: s.dials.Load(), DialErrors: s.dialErrors.Load(), HandshakeErrors: s.handshakeErrors.Load(), BadFrames: s.badFrames.Load(),
+	}
+}
+
+// Route implements the node's Router: URLs owned by this node (or by nobody
+// known yet) go to the local Inserter, the others to the outbox under their
+// owner. It returns the number added locally; it never waits for a peer.
+func (x *Exchange) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return x.route(ctx, KindNew, urls)
+}
+
+// RouteDone hands COMPLETED records to their owners (rebalance): those owned
+// here go to the local Inserter's AddDone, the others to the outbox.
+func (x *Exchange) RouteDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return x.route(ctx, KindDone, urls)
+}
+
+func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	var local []frontier.NewURL
+	remote := map[string][]frontier.NewURL{}
+	for _, u := range urls {
+		if o := x.cfg.OwnerOf(u); o == "" || o == x.cfg.Name {
+			local = append(local, u)
+		} else {
+			remote[o] = append(remote[o], u)
+		}
+	}
+	var errs []error
+	for peer, us := range remote {
+		var err error
+		if kind == KindDone {
+			err = x.cfg.Outbox.PutDone(ctx, peer, us)
+		} else {
+			err = x.cfg.Outbox.Put(ctx, peer, us)
+		}
+		errs = append(errs, err)
+	}
+	added, err := x.storeLocal(ctx, kind, local)
+	return added, errors.Join(append(errs, err)...)
+}
+
+func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	if len(urls) == 0 {
+		return 0, nil
+	}
+	if kind == KindDone {
+		di, ok := x.cfg.Local.(DoneInserter)
+		if !ok {
+			return 0, errors.New("cluster: local inserter cannot store completed records (no AddDone)")
+		}
+		return di.AddDone(ctx, urls)
+	}
+	return x.cfg.Local.Add(ctx, urls)
+}
+
+// storeEntries stores a batch's entries locally, both kinds.
+func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
+	var news, dones []frontier.NewURL
+	for _, e := range es {
+		if e.Kind == KindDone {
+			dones = append(dones, e.NewURL)
+		} else {
+			news = append(news, e.NewURL)
+		}
+	}
+	a, err := x.storeLocal(ctx, KindNew, news)
+	if err != nil {
+		return a, err
+	}
+	b, err := x.storeLocal(ctx, KindDone, dones)
+	return a + b, err
+}
+
+// Kick tells the senders that the membership changed: each re-checks the
+// owners of its queue and the peer's address. Call it on Members.Changes().
+func (x *Exchange) Kick() {
+	for peer := range x.cfg.Outbox.Pending() {
+		x.ensureSender(peer)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, s := range x.senders {
+		signal(s.kick)
+		signal(s.wake)
+	}
+}
+
+// Close stops sending and receiving, closes every connection and waits for
+// the goroutines. It does not close the Outbox.
+func (x *Exchange) Close() error {
+	x.mu.Lock()
+	if x.closed {
+		x.mu.Unlock()
+		return nil
+	}
+	x.closed = true
+	for c := range x.conns {
+		c.Close()
+	}
+	x.mu.Unlock()
+	x.cfg.Outbox.setWake(nil)
+	x.cancel()
+	err := x.ln.Close()
+	x.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("cluster: exchange close: %w", err)
+	}
+	return nil
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// track registers a connection so Close can close it; false when closed.
+func (x *Exchange) track(c net.Conn) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return false
+	}
+	x.conns[c] = struct{}{}
+	return true
+}
+
+func (x *Exchange) untrack(c net.Conn) {
+	x.mu.Lock()
+	delete(x.conns, c)
+	x.mu.Unlock()
+	c.Close()
+}
+
+// ---- receiving ----
+
+func (x *Exchange) acceptLoop() {
+	defer x.wg.Done()
+	delay := 5 * time.Millisecond
+	for {
+		c, err := x.ln.Accept()
+		if err != nil {
+			if x.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			x.log.Warn("exchange accept", "err", err)
+			select { // e.g. out of file descriptors: back off
+			case <-time.After(delay):
+			case <-x.ctx.Done():
+				return
+			}
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		delay = 5 * time.Millisecond
+		if !x.track(c) {
+			c.Close()
+			return
+		}
+		x.wg.Add(1)
+		go x.serve(c)
+	}
+}
+
+func (x *Exchange) serve(c net.Conn) {
+	defer x.wg.Done()
+	defer x.untrack(c)
+	xc, err := serverHandshake(c, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
+	if err != nil {
+		if x.ctx.Err() == nil {
+			x.st.handshakeErrors.Add(1)
+			x.log.Warn("exchange: refused connection", "remote", c.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	x.log.Debug("exchange: peer connected", "peer", xc.peer, "remote", c.RemoteAddr().String())
+	for {
+		p, err := xc.readFrame()
+		if err != nil {
+			if x.ctx.Err() == nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				x.st.badFrames.Add(1)
+				x.log.Warn("exchange: dropping connection", "peer", xc.peer, "err", err)
+			}
+			return
+		}
+		b, err := DecodeBatch(p)
+		if err != nil {
+			x.st.badFrames.Add(1)
+			x.log.Warn("exchange: dropping connection", "peer", xc.peer, "err", err)
+			return
+		}
+		x.st.batchesReceived.Add(1)
+		x.st.urlsReceived.Add(uint64(len(b.Entries)))
+		if x.cfg.onBatch != nil {
+			x.cfg.onBatch(xc.peer, b)
+		}
+		a := ack{ID: b.ID}
+		added, err := x.storeEntries(x.ctx, b.Entries)
+		if err != nil {
+			if x.ctx.Err() != nil {
+				return // shutting down: no ack, the sender resends
+			}
+			a.Status, a.Msg = 1, truncate(err.Error(), 4096)
+			x.log.Warn("exchange: cannot store batch", "peer", xc.peer, "batch", b.ID, "err", err)
+		} else {
+			a.Added = uint64(added)
+			x.st.urlsAdded.Add(uint64(added))
+		}
+		if err := xc.writeFrame(encodeAck(a)); err != nil {
+			return
+		}
+		x.st.acksSent.Add(1)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// ---- sending ----
+
+// sender owns the queue of one peer (the local name included: URLs whose
+// owner became this node are added locally) and its connection.
+type sender struct {
+	x     *Exchange
+	peer  string
+	wake  chan struct{} // the queue grew
+	kick  chan struct{} // the membership changed
+	conn  *xconn
+	addr  string
+	fails int
+}
+
+func (x *Exchange) wake(peer string) {
+	if s := x.ensureSender(peer); s != nil {
+		signal(s.wake)
+	}
+}
+
+func (x *Exchange) ensureSender(peer string) *sender {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.closed {
+		return nil
+	}
+	s := x.senders[peer]
+	if s == nil {
+		s = &sender{x: x, peer: peer, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+		x.senders[peer] = s
+		x.wg.Add(1)
+		go s.run()
+	}
+	return s
+}
+
+func (s *sender) run() {
+	defer s.x.wg.Done()
+	defer s.closeConn()
+	x, ob := s.x, s.x.cfg.Outbox
+	retry := false
+	for {
+		if !s.waitReady(retry) {
+			return
+		}
+		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, x.cfg.OwnerOf)
+		if err != nil {
+			if x.ctx.Err() != nil {
+				return
+			}
+			retry = true
+			s.failed("take from outbox", err)
+			continue
+		}
+		x.st.urlsRerouted.Add(uint64(t.moved))
+		if len(t.entries) == 0 {
+			retry = false
+			continue
+		}
+		if err := s.deliver(t); err != nil {
+			if x.ctx.Err() != nil {
+				return
+			}
+			retry = true
+			s.failed("send batch", err)
+			continue
+		}
+		if _, err := ob.ack(x.ctx, s.peer, t.id); err != nil {
+			if x.ctx.Err() != nil {
+				return
+			}
+			retry = true
+			s.failed("delete acked batch", err)
+			continue
+		}
+		if s.fails > 0 {
+			x.log.Info("exchange: peer reachable again", "peer", s.peer, "failures", s.fails)
+		}
+		s.fails, retry = 0, false
+	}
+}
+
+// waitReady waits until the queue has a batch worth sending: MaxBatch URLs,
+// or some URLs and MaxDelay passed, or a retry. False when closing.
+func (s *sender) waitReady(retry bool) bool {
+	x, ob := s.x, s.x.cfg.Outbox
+	for {
+		n := ob.pending(s.peer)
+		if n > 0 && (retry || n >= x.cfg.MaxBatch) {
+			return true
+		}
+		if n == 0 {
+			select {
+			case <-s.wake:
+				continue
+			case <-s.kick:
+				continue
+			case <-x.ctx.Done():
+				return false
+			}
+		}
+		timer := time.NewTimer(x.cfg.MaxDelay)
+		for {
+			select {
+			case <-s.wake:
+				if ob.pending(s.peer) < x.cfg.MaxBatch {
+					continue
+				}
+			case <-s.kick:
+			case <-timer.C:
+			case <-x.ctx.Done():
+				timer.Stop()
+				return false
+			}
+			timer.Stop()
+			return true
+		}
+	}
+}
+
+// failed logs a failure and sleeps the backoff (cut short by a membership change).
+func (s *sender) failed(what string, err error) {
+	x := s.x
+	s.fails++
+	if s.fails == 1 {
+		x.log.Warn("exchange: "+what+" failed, will retry", "peer", s.peer, "err", err)
+	} else {
+		x.log.Debug("exchange: "+what+" failed, will retry", "peer", s.peer, "failures", s.fails, "err", err)
+	}
+	d := x.cfg.BackoffMin << min(s.fails-1, 20)
+	if d > x.cfg.BackoffMax || d <= 0 {
+		d = x.cfg.BackoffMax
+	}
+	d = d/2 + rand.N(d/2+1) // jitter
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-s.kick:
+	case <-x.ctx.Done():
+	}
+}
+
+// deliver sends one batch and waits for its ack (or stores it locally).
+func (s *sender) deliver(t taken) error {
+	x := s.x
+	if s.peer == x.cfg.Name {
+		if _, err := x.storeEntries(x.ctx, t.entries); err != nil {
+			return err
+		}
+		x.st.urlsLocal.Add(uint64(len(t.entries)))
+		return nil
+	}
+	addr, ok := x.cfg.AddrOf(s.peer)
+	if !ok || addr == "" {
+		x.st.dialErrors.Add(1)
+		return fmt.Errorf("cluster: peer %s: no exchange address (not alive?)", s.peer)
+	}
+	if s.conn != nil && s.addr != addr {
+		s.closeConn()
+	}
+	if s.conn == nil {
+		if err := s.dial(addr); err != nil {
+			x.st.dialErrors.Add(1)
+			return err
+		}
+	}
+	err := s.roundTrip(t)
+	if err != nil && !errors.Is(err, errNack) {
+		x.st.dialErrors.Add(1)
+		s.closeConn()
+	}
+	return err
+}
+
+var errNack = errors.New("peer could not store the batch")
+
+func (s *sender) roundTrip(t taken) error {
+	x := s.x
+	if err := s.conn.writeFrame(EncodeBatch(Batch{ID: t.id, Entries: t.entries})); err != nil {
+		return err
+	}
+	x.st.batchesSent.Add(1)
+	if t.resend {
+		x.st.batchesResent.Add(1)
+	}
+	_ = s.conn.c.SetReadDeadline(time.Now().Add(x.cfg.AckTimeout))
+	p, err := s.conn.readFrame()
+	if err != nil {
+		return err
+	}
+	a, err := decodeAck(p)
+	if err != nil {
+		return err
+	}
+	if a.ID != t.id {
+		return fmt.Errorf("cluster: peer %s acked batch %d, want %d", s.peer, a.ID, t.id)
+	}
+	x.st.acksRecvd.Add(1)
+	if a.Status != 0 {
+		x.st.nacks.Add(1)
+		return fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
+	}
+	x.st.urlsForwarded.Add(uint64(len(t.entries)))
+	return nil
+}
+
+func (s *sender) dial(addr string) error {
+	x := s.x
+	d := net.Dialer{Timeout: x.cfg.DialTimeout, KeepAlive: 15 * time.Second}
+	c, err := d.DialContext(x.ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cluster: dial peer %s at %s: %w", s.peer, addr, err)
+	}
+	if !x.track(c) {
+		c.Close()
+		return net.ErrClosed
+	}
+	xc, err := clientHandshake(c, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
+	if err == nil && xc.peer != s.peer {
+		err = fmt.Errorf("cluster: %s answers as %q, want %q (stale address?)", addr, xc.peer, s.peer)
+	}
+	if err != nil {
+		x.untrack(c)
+		return fmt.Errorf("cluster: connect to peer %s at %s: %w", s.peer, addr, err)
+	}
+	x.st.dials.Add(1)
+	s.conn, s.addr = xc, addr
+	return nil
+}
+
+func (s *sender) closeConn() {
+	if s.conn != nil {
+		s.x.untrack(s.conn.c)
+		s.conn = nil
+	}
+}

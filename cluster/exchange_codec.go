@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// Kind tells the owner how to file an exchanged URL.
+type Kind uint8
+
+const (
+	// KindNew is a discovered URL: the owner adds it as IN_LIST (dedup).
+	KindNew Kind = 0
+	// KindDone is a COMPLETED record moved by a rebalance: the owner keeps
+	// it as completed so that it is never crawled again.
+	KindDone Kind = 1
+)
+
+// Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
+const (
+	MaxEntryURL   = 64 << 10 // bytes of a URL
+	MaxEntryHost  = 1 << 10  // bytes of a host
+	MaxEntryDepth = 1 << 20
+)
+
+// Entry is one URL in the outbox or in a batch.
+type Entry struct {
+	Kind Kind
+	frontier.NewURL
+}
+
+// Batch is the unit the exchange sends: an ID unique per sender (kept in the
+// outbox, so a resend after a lost ack has the same ID) and its entries.
+type Batch struct {
+	ID      uint64
+	Entries []Entry
+}
+
+// Message types on the wire.
+const (
+	msgBatch byte = 1
+	msgAck   byte = 2
+)
+
+// ack answers a batch. Status 0 = stored (Added new); otherwise the receiver
+// could not store it (Msg says why) and the sender retries later.
+type ack struct {
+	ID     uint64
+	Added  uint64
+	Status uint64
+	Msg    string
+}
+
+var errTrunc = errors.New("truncated")
+
+func checkEntry(e Entry) error {
+	switch {
+	case e.Kind > KindDone:
+		return fmt.Errorf("kind %d: must be 0 (new) or 1 (done)", e.Kind)
+	case e.URL == "" || len(e.URL) > MaxEntryURL:
+		return fmt.Errorf("url of %d bytes: must be 1..%d", len(e.URL), MaxEntryURL)
+	case len(e.Host) > MaxEntryHost:
+		return fmt.Errorf("host of %d bytes: at most %d", len(e.Host), MaxEntryHost)
+	case e.Depth < 0 || e.Depth > MaxEntryDepth:
+		return fmt.Errorf("depth %d: must be 0..%d", e.Depth, MaxEntryDepth)
+	}
+	return nil
+}
+
+// appendEntry encodes e: kind, uvarint depth, uvarint-length host, uvarint-length URL.
+func appendEntry(b []byte, e Entry) []byte {
+	b = append(b, byte(e.Kind))
+	b = binary.AppendUvarint(b, uint64(e.Depth))
+	b = binary.AppendUvarint(b, uint64(len(e.Host)))
+	b = append(b, e.Host...)
+	b = binary.AppendUvarint(b, uint64(len(e.URL)))
+	return append(b, e.URL...)
+}
+
+// decoder reads a buffer without ever panicking.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.err = errTrunc
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errors.New("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str(max int) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(max) {
+		d.err = fmt.Errorf("string of %d bytes exceeds %d", n, max)
+		return ""
+	}
+	if uint64(len(d.b)) < n {
+		d.err = errTrunc
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *decoder) entry() Entry {
+	var e Entry
+	e.Kind = Kind(d.byte())
+	depth := d.uvarint()
+	e.Host = d.str(MaxEntryHost)
+	e.URL = d.str(MaxEntryURL)
+	if d.err != nil {
+		return e
+	}
+	if depth > MaxEntryDepth {
+		d.err = fmt.Errorf("depth %d exceeds %d", depth, MaxEntryDepth)
+		return e
+	}
+	e.Depth = int(depth)
+	if err := checkEntry(e); err != nil {
+		d.err = err
+	}
+	return e
+}
+
+// decodeEntry decodes one stored entry.
+func decodeEntry(b []byte) (Entry, error) {
+	d := decoder{b: b}
+	e := d.entry()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Entry{}, fmt.Errorf("cluster: decode entry: %w", d.err)
+	}
+	return e, nil
+}
+
+// EncodeBatch encodes a batch message: type 1, uvarint ID, uvarint count, entries.
+func EncodeBatch(b Batch) []byte {
+	n := 16
+	for _, e := range b.Entries {
+		n += 8 + len(e.Host) + len(e.URL)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, msgBatch)
+	buf = binary.AppendUvarint(buf, b.ID)
+	buf = binary.AppendUvarint(buf, uint64(len(b.Entries)))
+	for _, e := range b.Entries {
+		buf = appendEntry(buf, e)
+	}
+	return buf
+}
+
+// DecodeBatch decodes a batch message. It returns an error, never panics, on
+// malformed input, and never allocates more than the input can describe.
+func DecodeBatch(p []byte) (Batch, error) {
+	d := decoder{b: p}
+	if t := d.byte(); d.err == nil && t != msgBatch {
+		return Batch{}, fmt.Errorf("cluster: decode batch: message type %d, want %d", t, msgBatch)
+	}
+	var b Batch
+	b.ID = d.uvarint()
+	n := d.uvarint()
+	// Each entry takes at least 4 bytes: bound the allocation by the input.
+	if d.err == nil && n > uint64(len(d.b)/4) {
+		d.err = fmt.Errorf("count %d does not fit in %d bytes", n, len(d.b))
+	}
+	if d.err == nil {
+		b.Entries = make([]Entry, 0, n)
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			b.Entries = append(b.Entries, d.entry())
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return Batch{}, fmt.Errorf("cluster: decode batch: %w", d.err)
+	}
+	return b, nil
+}
+
+func encodeAck(a ack) []byte {
+	b := []byte{msgAck}
+	b = binary.AppendUvarint(b, a.ID)
+	b = binary.AppendUvarint(b, a.Added)
+	b = binary.AppendUvarint(b, a.Status)
+	b = binary.AppendUvarint(b, uint64(len(a.Msg)))
+	return append(b, a.Msg...)
+}
+
+func decodeAck(p []byte) (ack, error) {
+	d := decoder{b: p}
+	if t := d.byte(); d.err == nil && t != msgAck {
+		return ack{}, fmt.Errorf("cluster: decode ack: message type %d, want %d", t, msgAck)
+	}
+	a := ack{ID: d.uvarint(), Added: d.uvarint(), Status: d.uvarint(), Msg: d.str(4096)}
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return ack{}, fmt.Errorf("cluster: decode ack: %w", d.err)
+	}
+	return a, nil
+}

@@ -1,0 +1,416 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// DefaultGossipPort is the gossip port used when MembersConfig.BindAddr has none.
+const DefaultGossipPort = 7946
+
+// NodeMeta is the metadata a node gossips about itself (JSON, at most
+// memberlist.MetaMaxSize = 512 bytes).
+type NodeMeta struct {
+	API      string `json:"api,omitempty"`      // HOST:PORT of the node's HTTP API
+	Exchange string `json:"exchange,omitempty"` // HOST:PORT of the node's URL exchange listener
+}
+
+// MembersConfig configures StartMembers.
+type MembersConfig struct {
+	// Name is the member name (--name); must be unique in the cluster and
+	// stable across restarts. Default: the hostname.
+	Name string
+	// BindAddr is the gossip address HOST:PORT (--gossip); a missing port
+	// means DefaultGossipPort, port 0 picks a free one (see Members.Addr).
+	// Default "0.0.0.0:7946".
+	BindAddr string
+	// Advertise is the HOST:PORT other members use to reach this one;
+	// default: derived by memberlist from BindAddr.
+	Advertise string
+	// Join lists HOST:PORT addresses of existing members (--join); empty
+	// starts a new cluster.
+	Join []string
+	// SecretKey is the cluster key (16, 24 or 32 bytes, --cluster-key-file):
+	// gossip is encrypted and authenticated with it. Required.
+	SecretKey []byte
+	// Meta is gossiped to the other members.
+	Meta NodeMeta
+	// Logger receives membership events at info and memberlist's own log
+	// lines at debug. Default slog.Default().
+	Logger *slog.Logger
+	// Tune, if set, may adjust the memberlist configuration (based on
+	// memberlist.DefaultLANConfig) before start, e.g. FastTimings.
+	Tune func(*memberlist.Config)
+	// LeavePropagate is how long Leave waits after the leave broadcast
+	// before shutting down, so the message spreads (Serf recipe).
+	// Default 1s.
+	LeavePropagate time.Duration
+}
+
+// FastTimings tightens memberlist's LAN timings for loopback clusters (tests,
+// `phasecrawl demo`): probe every 100ms with a 50ms timeout, gossip every
+// 20ms, push/pull every 2s, suspicion after 2×log(N+1) probes, TCP timeout
+// 2s. Do not use on a real network: a busy machine gets suspected wrongly.
+func FastTimings(c *memberlist.Config) {
+	c.ProbeInterval = 100 * time.Millisecond
+	c.ProbeTimeout = 50 * time.Millisecond
+	c.GossipInterval = 20 * time.Millisecond
+	c.PushPullInterval = 2 * time.Second
+	c.SuspicionMult = 2
+	c.TCPTimeout = 2 * time.Second
+	c.GossipToTheDeadTime = 2 * time.Second
+}
+
+// MemberState is a member's state as seen by this node.
+type MemberState string
+
+// Member states.
+const (
+	StateAlive   MemberState = "alive"
+	StateSuspect MemberState = "suspect"
+	StateDead    MemberState = "dead"
+	StateLeft    MemberState = "left"
+)
+
+// Member is one member of the cluster.
+type Member struct {
+	Name     string      `json:"name"`
+	Gossip   string      `json:"gossip"` // HOST:PORT
+	API      string      `json:"api,omitempty"`
+	Exchange string      `json:"exchange,omitempty"`
+	State    MemberState `json:"state"`
+}
+
+// Members is this node's view of the cluster membership.
+type Members struct {
+	ml       *memberlist.Memberlist
+	log      *slog.Logger
+	cfg      MembersConfig
+	changes  chan struct{}
+	mu       sync.Mutex // guards meta, stopped
+	meta     []byte
+	stopped  bool
+	propWait time.Duration
+}
+
+// StartMembers starts gossip and joins c.Join (if any). When no join address
+// answers (unreachable, or the other members use another cluster key), it
+// returns an error and nothing keeps running.
+func StartMembers(c MembersConfig) (*Members, error) {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			return nil, fmt.Errorf("cluster: name: empty and no hostname: %v", err)
+		}
+		c.Name = h
+	}
+	if err := checkKey(c.SecretKey); err != nil {
+		return nil, err
+	}
+	host, port, err := splitHostPortDefault(c.BindAddr, "0.0.0.0", DefaultGossipPort)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: gossip address %q: %w", c.BindAddr, err)
+	}
+	m := &Members{log: c.Logger.With("component", "members"), cfg: c, changes: make(chan struct{}, 1), propWait: c.LeavePropagate}
+	if m.propWait <= 0 {
+		m.propWait = time.Second
+	}
+	if m.meta, err = encodeMeta(c.Meta); err != nil {
+		return nil, err
+	}
+	kr, err := memberlist.NewKeyring(nil, c.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: --cluster-key-file: %w", err)
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = c.Name
+	mc.BindAddr, mc.BindPort = host, port
+	mc.AdvertisePort = port
+	if c.Advertise != "" {
+		ah, ap, err := splitHostPortDefault(c.Advertise, "", port)
+		if err != nil || ah == "" {
+			return nil, fmt.Errorf("cluster: advertise address %q: must be HOST[:PORT]", c.Advertise)
+		}
+		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
+	}
+	mc.Keyring = kr
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	mc.Delegate = (*membersDelegate)(m)
+	mc.Events = (*membersEvents)(m)
+	mc.Logger = log.New(&slogWriter{l: m.log}, "", 0)
+	if c.Tune != nil {
+		c.Tune(mc)
+	}
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start gossip on %s:%d: %w", host, port, err)
+	}
+	m.ml = ml
+	if len(c.Join) > 0 {
+		n, err := ml.Join(c.Join)
+		if n == 0 || err != nil {
+			_ = ml.Shutdown()
+			if err == nil {
+				err = errors.New("no member answered")
+			}
+			return nil, fmt.Errorf("cluster: join %s failed: the members may be unreachable or the cluster key may differ (--cluster-key-file): %w",
+				strings.Join(c.Join, ","), err)
+		}
+		m.log.Info("joined cluster", "name", c.Name, "via", n, "members", ml.NumMembers())
+	}
+	return m, nil
+}
+
+// Name returns the local member name.
+func (m *Members) Name() string { return m.cfg.Name }
+
+// Addr returns the local gossip address HOST:PORT (with the port actually bound).
+func (m *Members) Addr() string {
+	n := m.ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Alive returns the members not known to be dead or gone (state alive or
+// suspect), the local one included, sorted by name.
+func (m *Members) Alive() []Member {
+	nodes := m.ml.Members()
+	out := make([]Member, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, toMember(n))
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// AliveNames returns the names of Alive(), sorted.
+func (m *Members) AliveNames() []string {
+	ms := m.Alive()
+	names := make([]string, len(ms))
+	for i, x := range ms {
+		names[i] = x.Name
+	}
+	return names
+}
+
+// Changes returns a channel that receives a value after membership or
+// metadata changed (join, leave, failure, update). It has a buffer of one and
+// coalesces: a receiver reads Alive() for the current state. Sending never
+// blocks memberlist.
+func (m *Members) Changes() <-chan struct{} { return m.changes }
+
+// SetMeta replaces the local metadata and gossips it, waiting up to timeout
+// for the update to go out.
+func (m *Members) SetMeta(meta NodeMeta, timeout time.Duration) error {
+	b, err := encodeMeta(meta)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.meta = b
+	m.mu.Unlock()
+	if err := m.ml.UpdateNode(timeout); err != nil {
+		return fmt.Errorf("cluster: update metadata: %w", err)
+	}
+	return nil
+}
+
+// Leave leaves the cluster gracefully (Serf recipe): broadcast the leave,
+// waiting up to timeout for it to go out, wait LeavePropagate for it to
+// spread, then Shutdown. The caller stops work and hands off its records
+// before. A left Members cannot rejoin: start a new one with the same Name.
+func (m *Members) Leave(timeout time.Duration) error {
+	m.mu.Lock()
+	if m.stopped {
+		m.mu.Unlock()
+		return nil
+	}
+	m.stopped = true
+	m.mu.Unlock()
+	err := m.ml.Leave(timeout)
+	if err != nil {
+		err = fmt.Errorf("cluster: leave: %w", err)
+	} else {
+		time.Sleep(m.propWait)
+	}
+	if serr := m.ml.Shutdown(); serr != nil && err == nil {
+		err = fmt.Errorf("cluster: shutdown: %w", serr)
+	}
+	m.log.Info("left cluster", "name", m.cfg.Name)
+	return err
+}
+
+// Shutdown stops gossip without a leave message: the others detect the
+// failure by probing (like a crash). Safe to call several times and after Leave.
+func (m *Members) Shutdown() error {
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
+	if err := m.ml.Shutdown(); err != nil {
+		return fmt.Errorf("cluster: shutdown: %w", err)
+	}
+	return nil
+}
+
+// LoadKey reads a cluster key file: 16, 24 or 32 raw bytes, or the standard
+// base64 encoding of such a key (surrounding whitespace ignored).
+func LoadKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: --cluster-key-file %s: %w", path, err)
+	}
+	// Text made only of base64 characters is base64 (random raw keys almost
+	// never are); anything else is a raw key.
+	if s := strings.TrimSpace(string(b)); s != "" && strings.Trim(s, base64Alphabet) == "" {
+		k, err := base64.StdEncoding.DecodeString(s)
+		if err == nil && validKeyLen(len(k)) {
+			return k, nil
+		}
+		return nil, fmt.Errorf("cluster: --cluster-key-file %s: base64 key must decode to 16, 24 or 32 bytes (got %d, %v)", path, len(k), err)
+	}
+	if validKeyLen(len(b)) {
+		return b, nil
+	}
+	return nil, fmt.Errorf("cluster: --cluster-key-file %s: key must be 16, 24 or 32 raw bytes or their base64 (file has %d bytes)", path, len(b))
+}
+
+const base64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+func validKeyLen(n int) bool { return n == 16 || n == 24 || n == 32 }
+
+func checkKey(k []byte) error {
+	if !validKeyLen(len(k)) {
+		return fmt.Errorf("cluster: --cluster-key-file: key is %d bytes, must be 16, 24 or 32", len(k))
+	}
+	return nil
+}
+
+func encodeMeta(meta NodeMeta) ([]byte, error) {
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: metadata: %w", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("cluster: metadata is %d bytes, at most %d allowed", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+func toMember(n *memberlist.Node) Member {
+	x := Member{Name: n.Name, Gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))}
+	var meta NodeMeta
+	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
+		x.API, x.Exchange = meta.API, meta.Exchange
+	}
+	switch n.State {
+	case memberlist.StateAlive:
+		x.State = StateAlive
+	case memberlist.StateSuspect:
+		x.State = StateSuspect
+	case memberlist.StateDead:
+		x.State = StateDead
+	default:
+		x.State = StateLeft
+	}
+	return x
+}
+
+// splitHostPortDefault parses HOST[:PORT] with defaults for missing parts.
+func splitHostPortDefault(s, defHost string, defPort int) (string, int, error) {
+	if s == "" {
+		return defHost, defPort, nil
+	}
+	host, ps, err := net.SplitHostPort(s)
+	if err != nil {
+		// No port: the whole string is the host (IPv6 literals need brackets with a port).
+		h := strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+		if strings.Contains(s, "]:") || h == "" {
+			return "", 0, err
+		}
+		return h, defPort, nil
+	}
+	if host == "" {
+		host = defHost
+	}
+	p, err := strconv.Atoi(ps)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, fmt.Errorf("port %q: must be 0..65535", ps)
+	}
+	return host, p, nil
+}
+
+// notify signals a change without ever blocking.
+func (m *Members) notify() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
+
+// membersDelegate implements memberlist.Delegate (metadata only).
+type membersDelegate Members
+
+func (d *membersDelegate) NodeMeta(limit int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.meta) > limit {
+		return nil
+	}
+	return slices.Clone(d.meta)
+}
+func (d *membersDelegate) NotifyMsg([]byte)                           {}
+func (d *membersDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *membersDelegate) LocalState(join bool) []byte                { return nil }
+func (d *membersDelegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// membersEvents implements memberlist.EventDelegate; it never blocks.
+type membersEvents Members
+
+func (e *membersEvents) NotifyJoin(n *memberlist.Node) {
+	e.log.Info("member joined", "member", n.Name, "addr", n.Address())
+	(*Members)(e).notify()
+}
+func (e *membersEvents) NotifyLeave(n *memberlist.Node) {
+	e.log.Info("member left", "member", n.Name, "state", toMember(n).State)
+	(*Members)(e).notify()
+}
+func (e *membersEvents) NotifyUpdate(n *memberlist.Node) {
+	e.log.Debug("member updated", "member", n.Name)
+	(*Members)(e).notify()
+}
+
+// slogWriter routes memberlist's log.Logger lines ("[DEBUG] memberlist: …")
+// into slog at debug level.
+type slogWriter struct{ l *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	line := string(bytes.TrimRight(p, "\n"))
+	lvl := ""
+	if strings.HasPrefix(line, "[") {
+		if i := strings.IndexByte(line, ']'); i > 0 {
+			lvl, line = line[1:i], strings.TrimSpace(line[i+1:])
+		}
+	}
+	w.l.Log(context.Background(), slog.LevelDebug, line, "source", "memberlist", "mlevel", lvl)
+	return len(p), nil
+}
+
+var _ io.Writer = (*slogWriter)(nil)

@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// NodeConfig configures Start: the cluster layer of one node.
+type NodeConfig struct {
+	// Name is the member name (--name). Required.
+	Name string
+	// Gossip is the gossip address HOST:PORT (--gossip). Required.
+	Gossip string
+	// Join lists gossip addresses of existing members (--join).
+	Join []string
+	// Key is the cluster key (--cluster-key-file). Required.
+	Key []byte
+	// Exchange is the URL exchange listen address HOST:PORT (--exchange). Required.
+	Exchange string
+	// API is the node's HTTP API address, gossiped in the member metadata.
+	API string
+	// Outbox is the path of the outbox bbolt file (e.g. <data>/outbox.db). Required.
+	Outbox string
+	// Phases, PhaseDuration, Guard and Columns configure the Schedule (see ScheduleConfig).
+	Phases        int
+	PhaseDuration time.Duration
+	Guard         time.Duration
+	Columns       int
+	// NTP lists NTP servers; empty: the local clock (zero offset and uncertainty).
+	NTP []string
+	// Wake is called when URLs owned here arrived from a peer (the node's scheduler wake-up). Optional.
+	Wake func()
+	// Tune adjusts memberlist's configuration (tests: FastTimings). Optional.
+	Tune func(*memberlist.Config)
+	// NoSync skips fsync on the outbox (tests only).
+	NoSync bool
+	// LeaveTimeout bounds the leave broadcast at Close. Default 5s.
+	LeaveTimeout time.Duration
+}
+
+// NodeConfigFrom builds the cluster layer's configuration from a node's
+// configuration (its cluster section), the cluster key, the API address to
+// gossip and the scheduler's wake-up.
+func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) NodeConfig {
+	k := cfg.Cluster
+	return NodeConfig{
+		Name: cfg.Name, Gossip: k.Gossip, Join: k.Join, Key: key, Exchange: k.ExchangeAddr(), API: api,
+		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
+		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
+	}
+}
+
+// Cluster is the cluster layer of one node: membership, the durable outbox
+// and the URL exchange, the cluster clock and the phase schedule. It gives
+// the node its Router (Route) and PhaseClock (PhaseClock) and follows
+// membership changes: the ownership ring and the exchange addresses are
+// replaced at once, the schedule's member list at the next epoch boundary.
+// Rebalance (moving records to a new owner) is not done yet.
+type Cluster struct {
+	cfg     NodeConfig
+	log     *slog.Logger
+	front   *frontier.Frontier
+	outbox  *Outbox
+	x       *Exchange
+	members *Members
+	clock   *Clock // nil when no NTP server is configured
+	sched   *Schedule
+
+	ring  atomic.Pointer[Ring]
+	addrs atomic.Pointer[map[string]string] // member name -> exchange address
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// wakeInserter adds URLs to the frontier and wakes the node's scheduler
+// when some were new.
+type wakeInserter struct {
+	f    *frontier.Frontier
+	wake func()
+}
+
+func (w wakeInserter) Add(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	n, err := w.f.Add(ctx, urls)
+	if n > 0 && w.wake != nil {
+		w.wake()
+	}
+	return n, err
+}
+
+// Start opens the outbox, starts the exchange listener, the clock and
+// gossip (joining cfg.Join), and follows membership until Close.
+func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if cfg.Name == "" || cfg.Gossip == "" || cfg.Exchange == "" || cfg.Outbox == "" || f == nil {
+		return nil, errors.New("cluster: start: name, gossip, exchange, outbox and frontier are required")
+	}
+	if cfg.LeaveTimeout <= 0 {
+		cfg.LeaveTimeout = 5 * time.Second
+	}
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f}
+	c.ring.Store(NewRing([]string{cfg.Name}))
+	c.addrs.Store(&map[string]string{})
+	ok := false
+	defer func() {
+		if !ok {
+			_ = c.Close()
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+
+	oc := DefaultOutboxConfig(cfg.Outbox)
+	oc.NoSync, oc.Logger = cfg.NoSync, logger
+	var err error
+	if c.outbox, err = OpenOutbox(oc); err != nil {
+		return nil, err
+	}
+	var ts TimeSource = LocalClock{}
+	if len(cfg.NTP) > 0 {
+		cc := DefaultClockConfig(cfg.NTP...)
+		cc.Logger = logger
+		if c.clock, err = NewClock(cc); err != nil {
+			return nil, err
+		}
+		_ = c.clock.Sync(ctx) // a first measurement before the schedule is used; failures are logged
+		ts = c.clock
+		c.wg.Go(func() { _ = c.clock.Run(ctx) })
+	} else {
+		c.log.Warn("no NTP server configured (--ntp): cluster time is the local clock")
+	}
+	sc := DefaultScheduleConfig(cfg.Name)
+	sc.Phases, sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = cfg.Phases, cfg.PhaseDuration, cfg.Guard, cfg.Columns, ts
+	if c.sched, err = NewSchedule(sc); err != nil {
+		return nil, err
+	}
+	xc := DefaultExchangeConfig()
+	xc.Name, xc.Listen, xc.Key, xc.Logger = cfg.Name, cfg.Exchange, cfg.Key, logger
+	xc.Outbox = c.outbox
+	xc.Local = wakeInserter{f: f, wake: cfg.Wake}
+	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
+	xc.AddrOf = func(peer string) (string, bool) {
+		a, ok := (*c.addrs.Load())[peer]
+		return a, ok
+	}
+	if c.x, err = NewExchange(xc); err != nil {
+		return nil, err
+	}
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr()}
+	c.members, err = StartMembers(MembersConfig{
+		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
+		Meta: meta, Logger: logger, Tune: cfg.Tune,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h, p, err := net.SplitHostPort(meta.Exchange); err == nil {
+		if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+			// Listening on all addresses: advertise the gossip address's host.
+			gh, _, _ := net.SplitHostPort(c.members.Addr())
+			meta.Exchange = net.JoinHostPort(gh, p)
+			if err := c.members.SetMeta(meta, 5*time.Second); err != nil {
+				c.log.Warn("cannot gossip the exchange address", "error", err)
+			}
+		}
+	}
+	c.update()
+	c.wg.Go(func() { c.follow(ctx) })
+	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())
+	ok = true
+	return c, nil
+}
+
+// follow applies membership changes until ctx is done.
+func (c *Cluster) follow(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.members.Changes():
+			c.update()
+		}
+	}
+}
+
+// update applies the current membership: the ownership ring and exchange
+// addresses now, the schedule's member list from the next epoch boundary.
+func (c *Cluster) update() {
+	alive := c.members.Alive()
+	names := make([]string, 0, len(alive))
+	addrs := make(map[string]string, len(alive))
+	for _, m := range alive {
+		names = append(names, m.Name)
+		if m.Exchange != "" {
+			addrs[m.Name] = m.Exchange
+		}
+	}
+	c.addrs.Store(&addrs)
+	old := c.ring.Load()
+	c.ring.Store(NewRing(names))
+	from := c.sched.SetMembers(names)
+	c.x.Kick()
+	if old.Len() != len(names) || !equalStrings(old.Members(), names) {
+		c.log.Info("membership changed", "members", names, "schedule_from_epoch", from)
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Route implements node.Router: URLs owned here are added to the local
+// frontier, the others go to the durable outbox of their owner.
+func (c *Cluster) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return c.x.Route(ctx, urls)
+}
+
+// PhaseClock returns the phase schedule; it implements node.PhaseClock and
+// node.PhaseDeadline.
+func (c *Cluster) PhaseClock() *Schedule { return c.sched }
+
+// Members returns the membership.
+func (c *Cluster) Members() *Members { return c.members }
+
+// Outbox returns the outbox (URLs waiting for their owners).
+func (c *Cluster) Outbox() *Outbox { return c.outbox }
+
+// Exchange returns the URL exchange.
+func (c *Cluster) Exchange() *Exchange { return c.x }
+
+// Ring returns the current ownership ring.
+func (c *Cluster) Ring() *Ring { return c.ring.Load() }
+
+// Close leaves the cluster (leave broadcast, then shutdown), stops the
+// exchange and the clock and closes the outbox. The node calls it after its
+// workers stopped and before it closes its frontier. It does not hand the
+// node's records to other members (rebalance is not done yet).
+func (c *Cluster) Close() error {
+	c.closeOnce.Do(func() {
+		var errs []error
+		if c.members != nil {
+			errs = append(errs, c.members.Leave(c.cfg.LeaveTimeout))
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+		if c.x != nil {
+			errs = append(errs, c.x.Close())
+		}
+		c.wg.Wait()
+		if c.outbox != nil {
+			errs = append(errs, c.outbox.Close())
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	return c.closeErr
+}
+
+// Deadline implements node.PhaseDeadline: the local time by which a request
+// started at now must end so that it does not outlive this node's phase.
+func (s *Schedule) Deadline(now time.Time) time.Time { return s.At(now).RequestDeadline }

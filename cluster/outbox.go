@@ -1,0 +1,574 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// ErrOutboxFull is wrapped by Outbox.Put when storing the URLs would exceed
+// OutboxConfig.MaxURLs. The caller decides (drop, retry later, slow down).
+var ErrOutboxFull = errors.New("outbox full")
+
+// ErrOutboxClosed is returned by calls on a closed Outbox.
+var ErrOutboxClosed = errors.New("cluster: outbox closed")
+
+// OutboxConfig configures OpenOutbox.
+type OutboxConfig struct {
+	// Path of the bbolt file (e.g. <data>/outbox.db). Required.
+	Path string
+	// MaxURLs bounds the URLs waiting on disk, all peers together.
+	// Default 10,000,000; valid 1..1,000,000,000.
+	MaxURLs int
+	// NoSync skips fsync on commit: tests and benchmarks only.
+	NoSync bool
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOutboxConfig returns the defaults for an outbox at path.
+func DefaultOutboxConfig(path string) OutboxConfig {
+	return OutboxConfig{Path: path, MaxURLs: 10_000_000}
+}
+
+// Outbox is the durable per-peer queue of URLs waiting to be sent to their
+// owner. URLs are filed under the peer that owned them when they were put; the
+// Exchange re-checks the owner when it takes them (Outbox.take) and re-files
+// those whose owner changed. Writes are group-committed by one writer
+// goroutine; every call returns once its change is durable. Safe for
+// concurrent use; one Exchange at a time may send from an Outbox.
+type Outbox struct {
+	db      *bolt.DB
+	cfg     OutboxConfig
+	log     *slog.Logger
+	ops     chan *obOp
+	quit    chan struct{}
+	stopped chan struct{} // closed when the writer has exited
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex // guards counts, total, wake, closed
+	counts map[string]int
+	total  int
+	wake   func(peer string)
+	closed bool
+}
+
+var (
+	bkQueue    = []byte("q")        // nested bucket per peer name: seq (8 bytes BE) -> entry
+	bkInflight = []byte("inflight") // peer -> batch ID (8) | last seq (8)
+	bkCounts   = []byte("counts")   // peer -> uvarint entries waiting
+	bkMeta     = []byte("meta")
+	keyFormat  = []byte("format")
+	keyBatchID = []byte("batch_id") // next batch ID (8 bytes BE)
+	outboxFmt  = []byte("phasecrawl-outbox-1")
+)
+
+// OpenOutbox opens or creates the outbox file.
+func OpenOutbox(cfg OutboxConfig) (*Outbox, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("cluster: outbox path: required")
+	}
+	if cfg.MaxURLs == 0 {
+		cfg.MaxURLs = 10_000_000
+	}
+	if cfg.MaxURLs < 1 || cfg.MaxURLs > 1_000_000_000 {
+		return nil, fmt.Errorf("cluster: outbox max_urls=%d: must be 1..1000000000", cfg.MaxURLs)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{
+		Timeout:        time.Second,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+		NoSync:         cfg.NoSync,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: open outbox %s: %w", cfg.Path, err)
+	}
+	o := &Outbox{db: db, cfg: cfg, log: cfg.Logger.With("component", "outbox"),
+		ops: make(chan *obOp, 64), quit: make(chan struct{}), stopped: make(chan struct{}), counts: map[string]int{}}
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bkMeta)
+		if meta == nil {
+			empty := true
+			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+			if !empty {
+				return errors.New("not a phasecrawl outbox (no meta bucket)")
+			}
+			if meta, err = tx.CreateBucket(bkMeta); err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, outboxFmt); err != nil {
+				return err
+			}
+		} else if f := meta.Get(keyFormat); !bytes.Equal(f, outboxFmt) {
+			return fmt.Errorf("not a phasecrawl outbox (format %q)", f)
+		}
+		for _, name := range [][]byte{bkQueue, bkInflight, bkCounts} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bkCounts).ForEach(func(k, v []byte) error {
+			n, w := binary.Uvarint(v)
+			if w <= 0 {
+				return fmt.Errorf("bad count for peer %q", k)
+			}
+			o.counts[string(k)] = int(n)
+			o.total += int(n)
+			return nil
+		})
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("cluster: open outbox %s: %w", cfg.Path, err)
+	}
+	o.wg.Add(1)
+	go o.writer()
+	return o, nil
+}
+
+// Close stops the writer and closes the file. Calls in flight get ErrOutboxClosed.
+func (o *Outbox) Close() error {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return nil
+	}
+	o.closed = true
+	o.mu.Unlock()
+	close(o.quit)
+	o.wg.Wait()
+	if err := o.db.Close(); err != nil {
+		return fmt.Errorf("cluster: close outbox: %w", err)
+	}
+	return nil
+}
+
+// Put files urls as discovered URLs (KindNew) for peer; it returns once they
+// are durable. Over MaxURLs it stores nothing and returns an error wrapping
+// ErrOutboxFull.
+func (o *Outbox) Put(ctx context.Context, peer string, urls []frontier.NewURL) error {
+	return o.put(ctx, peer, KindNew, urls)
+}
+
+// PutDone files COMPLETED records (KindDone, rebalance) for peer.
+func (o *Outbox) PutDone(ctx context.Context, peer string, urls []frontier.NewURL) error {
+	return o.put(ctx, peer, KindDone, urls)
+}
+
+func (o *Outbox) put(ctx context.Context, peer string, kind Kind, urls []frontier.NewURL) error {
+	if peer == "" {
+		return errors.New("cluster: outbox put: empty peer name")
+	}
+	if len(urls) == 0 {
+		return nil
+	}
+	vals := make([][]byte, len(urls))
+	for i, u := range urls {
+		e := Entry{Kind: kind, NewURL: u}
+		if err := checkEntry(e); err != nil {
+			return fmt.Errorf("cluster: outbox put %q: %w", u.URL, err)
+		}
+		vals[i] = appendEntry(nil, e)
+	}
+	return o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+		if n := o.total + d.total + len(vals); n > o.cfg.MaxURLs {
+			return opError{fmt.Errorf("cluster: outbox put %d URLs for %s: %d waiting, max_urls=%d: %w",
+				len(vals), peer, o.total+d.total, o.cfg.MaxURLs, ErrOutboxFull)}
+		}
+		q, err := tx.Bucket(bkQueue).CreateBucketIfNotExists([]byte(peer))
+		if err != nil {
+			return err
+		}
+		q.FillPercent = 0.95 // keys are appended in order
+		for _, v := range vals {
+			if err := appendSeq(q, v); err != nil {
+				return err
+			}
+		}
+		d.add(peer, len(vals))
+		return nil
+	})
+}
+
+// Pending returns the URLs waiting per peer (peers with none are left out).
+func (o *Outbox) Pending() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := make(map[string]int, len(o.counts))
+	for k, v := range o.counts {
+		if v > 0 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// Len returns the URLs waiting, all peers together.
+func (o *Outbox) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total
+}
+
+// WaitEmpty blocks until no URL is waiting (e.g. a graceful leave waits for
+// its hand-off to be acknowledged) or ctx ends.
+func (o *Outbox) WaitEmpty(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for o.Len() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: outbox: %d URLs still waiting: %w", o.Len(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func (o *Outbox) pending(peer string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts[peer]
+}
+
+// setWake installs the function called (outside any lock, from the writer)
+// for each peer whose queue grew.
+func (o *Outbox) setWake(f func(peer string)) {
+	o.mu.Lock()
+	o.wake = f
+	o.mu.Unlock()
+}
+
+// taken is what take handed out: the entries of batch id, which are exactly
+// the keys <= lastSeq of the peer's queue.
+type taken struct {
+	id      uint64
+	lastSeq uint64
+	entries []Entry
+	resend  bool // id was already in flight (a previous send was not acked)
+	moved   int  // entries re-filed under another peer
+	dropped int  // undecodable entries removed
+}
+
+// take re-checks the owner of the oldest entries of peer's queue, re-files
+// those that moved to another owner (ownerOf; "" keeps them), and returns up
+// to max entries (maxBytes encoded) still owned by peer as one batch, whose
+// ID is recorded durably: the ID of a batch taken before and not acked is
+// reused. At most 4*max entries are examined per call; ownerOf must be fast.
+func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, ownerOf func(frontier.NewURL) string) (taken, error) {
+	var t taken
+	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+		t = taken{}
+		inf := tx.Bucket(bkInflight)
+		prevID, _, hasPrev := getInflight(inf, peer)
+		q := tx.Bucket(bkQueue).Bucket([]byte(peer))
+		if q == nil {
+			return inf.Delete([]byte(peer))
+		}
+		type move struct {
+			key []byte
+			to  string
+			val []byte
+		}
+		var moves []move
+		var drop [][]byte
+		size, visited := 0, 0
+		c := q.Cursor()
+		for k, v := c.First(); k != nil && len(t.entries) < max && visited < 4*max; k, v = c.Next() {
+			visited++
+			e, err := decodeEntry(v)
+			if err != nil {
+				o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
+				drop = append(drop, bytes.Clone(k))
+				continue
+			}
+			owner := ownerOf(e.NewURL)
+			if owner != "" && owner != peer {
+				moves = append(moves, move{bytes.Clone(k), owner, bytes.Clone(v)})
+				continue
+			}
+			if size+len(v) > maxBytes && len(t.entries) > 0 {
+				break
+			}
+			size += len(v)
+			t.entries = append(t.entries, e)
+			t.lastSeq = binary.BigEndian.Uint64(k)
+		}
+		for _, k := range drop {
+			if err := q.Delete(k); err != nil {
+				return err
+			}
+		}
+		d.add(peer, -len(drop))
+		t.dropped = len(drop)
+		for _, m := range moves {
+			if err := q.Delete(m.key); err != nil {
+				return err
+			}
+			dst, err := tx.Bucket(bkQueue).CreateBucketIfNotExists([]byte(m.to))
+			if err != nil {
+				return err
+			}
+			if err := appendSeq(dst, m.val); err != nil {
+				return err
+			}
+			d.add(peer, -1)
+			d.add(m.to, 1)
+		}
+		t.moved = len(moves)
+		if len(t.entries) == 0 {
+			return inf.Delete([]byte(peer))
+		}
+		if hasPrev {
+			t.id, t.resend = prevID, true
+		} else {
+			meta := tx.Bucket(bkMeta)
+			t.id = 1
+			if v := meta.Get(keyBatchID); len(v) == 8 {
+				t.id = binary.BigEndian.Uint64(v)
+			}
+			if err := meta.Put(keyBatchID, be64(t.id+1)); err != nil {
+				return err
+			}
+		}
+		return inf.Put([]byte(peer), append(be64(t.id), be64(t.lastSeq)...))
+	})
+	if err != nil { // t may still be written by the writer (ctx ended)
+		return taken{}, err
+	}
+	return t, nil
+}
+
+// ack deletes batch id of peer (the keys <= its last seq) once the peer
+// acknowledged it. A stale id (not the one in flight) is ignored.
+func (o *Outbox) ack(ctx context.Context, peer string, id uint64) (int, error) {
+	n := 0
+	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+		n = 0
+		inf := tx.Bucket(bkInflight)
+		cur, last, ok := getInflight(inf, peer)
+		if !ok || cur != id {
+			return nil
+		}
+		if q := tx.Bucket(bkQueue).Bucket([]byte(peer)); q != nil {
+			var keys [][]byte
+			c := q.Cursor()
+			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= last; k, _ = c.Next() {
+				keys = append(keys, bytes.Clone(k))
+			}
+			for _, k := range keys {
+				if err := q.Delete(k); err != nil {
+					return err
+				}
+			}
+			n = len(keys)
+			d.add(peer, -n)
+		}
+		return inf.Delete([]byte(peer))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// inflightID returns the batch ID in flight for peer, if any.
+func (o *Outbox) inflightID(peer string) (uint64, bool) {
+	var id uint64
+	var ok bool
+	_ = o.db.View(func(tx *bolt.Tx) error {
+		id, _, ok = getInflight(tx.Bucket(bkInflight), peer)
+		return nil
+	})
+	return id, ok
+}
+
+func getInflight(b *bolt.Bucket, peer string) (id, lastSeq uint64, ok bool) {
+	v := b.Get([]byte(peer))
+	if len(v) != 16 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:]), true
+}
+
+func appendSeq(q *bolt.Bucket, v []byte) error {
+	seq, err := q.NextSequence()
+	if err != nil {
+		return err
+	}
+	return q.Put(be64(seq), v)
+}
+
+func be64(x uint64) []byte { return binary.BigEndian.AppendUint64(nil, x) }
+
+// opError marks an error of one operation that wrote nothing: the other
+// operations of the same transaction go on.
+type opError struct{ error }
+
+func (e opError) Unwrap() error { return e.error }
+
+// obDelta collects the count changes of one transaction, applied in memory
+// after it commits.
+type obDelta struct {
+	counts map[string]int
+	total  int
+}
+
+func (d *obDelta) add(peer string, n int) {
+	if n == 0 {
+		return
+	}
+	d.counts[peer] += n
+	d.total += n
+}
+
+type obOp struct {
+	fn   func(tx *bolt.Tx, d *obDelta) error
+	done chan error
+}
+
+// do runs fn in the writer's next transaction and waits until it committed.
+// When ctx ends first, do returns ctx.Err() and the change may still commit.
+func (o *Outbox) do(ctx context.Context, fn func(tx *bolt.Tx, d *obDelta) error) error {
+	op := &obOp{fn: fn, done: make(chan error, 1)}
+	select {
+	case <-o.quit:
+		return ErrOutboxClosed
+	default:
+	}
+	select {
+	case o.ops <- op:
+	case <-o.quit:
+		return ErrOutboxClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-o.stopped: // the writer is gone: op ran before, or never will
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return ErrOutboxClosed
+		}
+	}
+}
+
+// writer is the only goroutine writing the file: it coalesces the queued
+// operations into one transaction (group commit).
+func (o *Outbox) writer() {
+	defer o.wg.Done()
+	defer close(o.stopped)
+	for {
+		var batch []*obOp
+		select {
+		case op := <-o.ops:
+			batch = append(batch, op)
+		case <-o.quit:
+			o.failQueued()
+			return
+		}
+	more:
+		for len(batch) < 256 {
+			select {
+			case op := <-o.ops:
+				batch = append(batch, op)
+			default:
+				break more
+			}
+		}
+		o.commit(batch)
+	}
+}
+
+func (o *Outbox) failQueued() {
+	for {
+		select {
+		case op := <-o.ops:
+			op.done <- ErrOutboxClosed
+		default:
+			return
+		}
+	}
+}
+
+func (o *Outbox) commit(batch []*obOp) {
+	d := &obDelta{counts: map[string]int{}}
+	errs := make([]error, len(batch))
+	err := o.db.Update(func(tx *bolt.Tx) error {
+		for i, op := range batch {
+			if err := op.fn(tx, d); err != nil {
+				var oe opError
+				if errors.As(err, &oe) {
+					errs[i] = oe.error
+					continue
+				}
+				return err
+			}
+		}
+		cb := tx.Bucket(bkCounts)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for peer, n := range d.counts {
+			v := o.counts[peer] + n
+			var err error
+			if v <= 0 {
+				err = cb.Delete([]byte(peer))
+			} else {
+				err = cb.Put([]byte(peer), binary.AppendUvarint(nil, uint64(v)))
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if len(batch) > 1 { // find the culprit: run each alone
+			for _, op := range batch {
+				o.commit([]*obOp{op})
+			}
+			return
+		}
+		batch[0].done <- fmt.Errorf("cluster: outbox commit: %w", err)
+		return
+	}
+	o.mu.Lock()
+	for peer, n := range d.counts {
+		o.counts[peer] += n
+		if o.counts[peer] <= 0 {
+			delete(o.counts, peer)
+		}
+	}
+	o.total += d.total
+	wake := o.wake
+	o.mu.Unlock()
+	for i, op := range batch {
+		op.done <- errs[i]
+	}
+	if wake != nil {
+		for _, peer := range slices.Sorted(maps.Keys(d.counts)) {
+			if d.counts[peer] > 0 {
+				wake(peer)
+			}
+		}
+	}
+}

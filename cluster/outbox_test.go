@@ -1,0 +1,170 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+func TestOutboxPutTakeAckReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	ob, err := OpenOutbox(OutboxConfig{Path: path, MaxURLs: 100, NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Put(ctx, "b", testURLs("x", 60)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.PutDone(ctx, "c", testURLs("d", 30)); err != nil {
+		t.Fatal(err)
+	}
+	err = ob.Put(ctx, "b", testURLs("y", 11))
+	if !errors.Is(err, ErrOutboxFull) || !strings.Contains(err.Error(), "max_urls=100") {
+		t.Fatalf("over max: %v", err)
+	}
+	if got := ob.Pending(); got["b"] != 60 || got["c"] != 30 || len(got) != 2 || ob.Len() != 90 {
+		t.Fatalf("pending %v", got)
+	}
+
+	// Owners at send time: even-numbered URLs of b moved to "d".
+	owner := func(u frontier.NewURL) string {
+		if strings.HasSuffix(u.URL, "0") || strings.HasSuffix(u.URL, "2") || strings.HasSuffix(u.URL, "4") ||
+			strings.HasSuffix(u.URL, "6") || strings.HasSuffix(u.URL, "8") {
+			return "d"
+		}
+		return "b"
+	}
+	tk, err := ob.take(ctx, "b", 20, 1<<20, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.entries) != 20 || tk.resend || tk.moved != 20 || tk.id == 0 {
+		t.Fatalf("take: %d entries, moved %d, resend %v, id %d", len(tk.entries), tk.moved, tk.resend, tk.id)
+	}
+	for _, e := range tk.entries {
+		if owner(e.NewURL) != "b" || e.Kind != KindNew {
+			t.Fatalf("took %+v", e)
+		}
+	}
+	if got := ob.Pending(); got["b"] != 40 || got["d"] != 20 || ob.Len() != 90 {
+		t.Fatalf("after re-filing: %v", got)
+	}
+	ob.Close()
+
+	// Reopen: counts and the in-flight batch survive; take again = same ID, same URLs.
+	ob, err = OpenOutbox(OutboxConfig{Path: path, MaxURLs: 100, NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if got := ob.Pending(); got["b"] != 40 || got["c"] != 30 || got["d"] != 20 {
+		t.Fatalf("reopened: %v", got)
+	}
+	tk2, err := ob.take(ctx, "b", 20, 1<<20, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk2.id != tk.id || !tk2.resend || len(tk2.entries) != 20 || tk2.entries[0].URL != tk.entries[0].URL {
+		t.Fatalf("retake: id %d (want %d), resend %v, %d entries", tk2.id, tk.id, tk2.resend, len(tk2.entries))
+	}
+	if n, err := ob.ack(ctx, "b", tk.id+1); err != nil || n != 0 {
+		t.Fatalf("stale ack deleted %d, %v", n, err)
+	}
+	if n, err := ob.ack(ctx, "b", tk.id); err != nil || n != 20 {
+		t.Fatalf("ack deleted %d, %v", n, err)
+	}
+	tk3, err := ob.take(ctx, "b", 100, 1<<20, owner)
+	if err != nil || tk3.id == tk.id || len(tk3.entries) != 10 || tk3.moved != 10 {
+		t.Fatalf("next take: id %d, %d entries, %v", tk3.id, len(tk3.entries), err)
+	}
+	if _, err := ob.ack(ctx, "b", tk3.id); err != nil {
+		t.Fatal(err)
+	}
+	dn, _ := ob.take(ctx, "c", 100, 1<<20, func(frontier.NewURL) string { return "" })
+	if len(dn.entries) != 30 || dn.entries[0].Kind != KindDone {
+		t.Fatalf("done entries: %d", len(dn.entries))
+	}
+	if got := ob.Pending(); got["b"] != 0 || got["d"] != 30 || ob.Len() != 60 {
+		t.Fatalf("at the end: %v", got)
+	}
+	// Byte bound: a batch stops before maxBytes.
+	small, _ := ob.take(ctx, "d", 100, 200, func(frontier.NewURL) string { return "d" })
+	if len(small.entries) == 0 || len(small.entries) > 6 {
+		t.Fatalf("byte-bounded take: %d entries", len(small.entries))
+	}
+}
+
+func TestOutboxErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := OpenOutbox(OutboxConfig{Path: filepath.Join(dir, "o.db"), MaxURLs: -1}); err == nil || !strings.Contains(err.Error(), "max_urls") {
+		t.Errorf("max_urls: %v", err)
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := bolt.Open(foreign, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("urls")); return err })
+	db.Close()
+	if _, err := OpenOutbox(OutboxConfig{Path: foreign}); err == nil || !strings.Contains(err.Error(), "not a phasecrawl outbox") {
+		t.Errorf("foreign file: %v", err)
+	}
+	garbage := filepath.Join(dir, "garbage.db")
+	os.WriteFile(garbage, []byte(strings.Repeat("garbage!", 1000)), 0o600)
+	if _, err := OpenOutbox(OutboxConfig{Path: garbage}); err == nil {
+		t.Error("garbage file opened")
+	}
+	ob := openTestOutbox(t, filepath.Join(dir, "ok.db"))
+	for _, tc := range []struct {
+		peer string
+		u    frontier.NewURL
+		want string
+	}{
+		{"", frontier.NewURL{URL: "http://x/"}, "empty peer"},
+		{"b", frontier.NewURL{URL: ""}, "url of 0 bytes"},
+		{"b", frontier.NewURL{URL: "http://x/", Depth: -1}, "depth"},
+		{"b", frontier.NewURL{URL: strings.Repeat("x", MaxEntryURL+1)}, "url of"},
+	} {
+		if err := ob.Put(ctx, tc.peer, []frontier.NewURL{tc.u}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("put %q: %v, want %q", tc.peer, err, tc.want)
+		}
+	}
+	ob.Close()
+	if err := ob.Put(ctx, "b", testURLs("z", 1)); !errors.Is(err, ErrOutboxClosed) {
+		t.Errorf("put after close: %v", err)
+	}
+	// A second open of a locked file fails instead of hanging.
+	ob = openTestOutbox(t, filepath.Join(dir, "ok.db"))
+	defer ob.Close()
+	if _, err := OpenOutbox(OutboxConfig{Path: filepath.Join(dir, "ok.db")}); err == nil {
+		t.Error("opened a locked outbox twice")
+	}
+}
+
+func TestOutboxGroupCommit(t *testing.T) {
+	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
+	defer ob.Close()
+	errs := make(chan error, 50)
+	for i := range 50 {
+		go func() {
+			errs <- ob.Put(context.Background(), "p", testURLs(string(rune('a'+i%26))+string(rune('a'+i/26)), 100))
+		}()
+	}
+	for range 50 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ob.Len() != 5000 {
+		t.Fatalf("len %d", ob.Len())
+	}
+}

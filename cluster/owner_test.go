@@ -1,0 +1,187 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// testFPs returns n fingerprints of plausible URLs.
+func testFPs(n int) []uint64 {
+	fps := make([]uint64, n)
+	for i := range fps {
+		fps[i] = xxhash.Sum64String(fmt.Sprintf("https://host%d.example/page/%d.html", i%997, i))
+	}
+	return fps
+}
+
+func TestOwnerBasics(t *testing.T) {
+	tests := []struct {
+		name    string
+		members []string
+		want    string // "" = any non-empty member is fine, checked separately
+	}{
+		{"nil", nil, ""},
+		{"empty", []string{}, ""},
+		{"only empty names", []string{"", ""}, ""},
+		{"single", []string{"a"}, "a"},
+		{"single with dups", []string{"a", "a", ""}, "a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, fp := range testFPs(100) {
+				if got := Owner(fp, tc.members); got != tc.want {
+					t.Fatalf("Owner(%x, %q) = %q, want %q", fp, tc.members, got, tc.want)
+				}
+				if got := NewRing(tc.members).Owner(fp); got != tc.want {
+					t.Fatalf("Ring.Owner(%x) = %q, want %q", fp, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestOwnerDeterministicOrderFreeAndRingAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 2; n <= 10; n++ {
+		members := NodeNames(n)
+		ring := NewRing(members)
+		for _, fp := range testFPs(2000) {
+			want := Owner(fp, members)
+			if !slices.Contains(members, want) {
+				t.Fatalf("owner %q not a member", want)
+			}
+			shuffled := slices.Clone(members)
+			r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			shuffled = append(shuffled, shuffled[0]) // a duplicate changes nothing
+			if got := Owner(fp, shuffled); got != want {
+				t.Fatalf("n=%d: order changed owner: %q vs %q", n, got, want)
+			}
+			if got := ring.Owner(fp); got != want {
+				t.Fatalf("n=%d: Ring.Owner=%q, Owner=%q", n, got, want)
+			}
+			if got := Owner(fp, members); got != want {
+				t.Fatalf("not deterministic")
+			}
+			// Exactly one owner: the unique member with the highest weight.
+			winners := 0
+			for _, m := range members {
+				if Weight(fp, m) >= Weight(fp, want) {
+					winners++
+				}
+			}
+			if winners != 1 {
+				t.Fatalf("fp %x: %d members reach the winning weight", fp, winners)
+			}
+		}
+	}
+}
+
+func TestOwnerTieBreakByName(t *testing.T) {
+	if !beats(5, "a", 5, "b") || beats(5, "b", 5, "a") || !beats(6, "z", 5, "a") || beats(4, "a", 5, "z") {
+		t.Fatal("beats: ties must go to the smaller name, otherwise to the larger weight")
+	}
+}
+
+func TestOwnerBalance(t *testing.T) {
+	fps := testFPs(100000)
+	for n := 2; n <= 10; n++ {
+		counts := map[string]int{}
+		ring := NewRing(NodeNames(n))
+		for _, fp := range fps {
+			counts[ring.Owner(fp)]++
+		}
+		mean := float64(len(fps)) / float64(n)
+		for m, c := range counts {
+			if dev := (float64(c) - mean) / mean; dev > 0.05 || dev < -0.05 {
+				t.Errorf("n=%d: %s owns %d URLs, %.1f%% off the mean %.0f", n, m, c, 100*dev, mean)
+			}
+		}
+	}
+}
+
+func TestOwnerJoinMovesOnlyToNewcomer(t *testing.T) {
+	fps := testFPs(100000)
+	for n := 1; n <= 9; n++ {
+		before := NodeNames(n)
+		newcomer := fmt.Sprintf("joiner-%d", n)
+		after := append(slices.Clone(before), newcomer)
+		rb, ra := NewRing(before), NewRing(after)
+		moved := 0
+		for _, fp := range fps {
+			o1, o2 := rb.Owner(fp), ra.Owner(fp)
+			if o1 == o2 {
+				continue
+			}
+			moved++
+			if o2 != newcomer {
+				t.Fatalf("n=%d: fp %x moved %s -> %s, not to the newcomer", n, fp, o1, o2)
+			}
+		}
+		frac, want := float64(moved)/float64(len(fps)), 1/float64(n+1)
+		if frac < want*0.9 || frac > want*1.1 {
+			t.Errorf("n=%d -> %d: moved %.3f of URLs, want ~%.3f", n, n+1, frac, want)
+		}
+	}
+}
+
+func TestOwnerLeaveMovesOnlyLeaversURLs(t *testing.T) {
+	fps := testFPs(50000)
+	for n := 2; n <= 10; n++ {
+		before := NodeNames(n)
+		for k, leaver := range before {
+			after := slices.Delete(slices.Clone(before), k, k+1)
+			rb, ra := NewRing(before), NewRing(after)
+			for _, fp := range fps {
+				o1, o2 := rb.Owner(fp), ra.Owner(fp)
+				if (o1 != o2) != (o1 == leaver) {
+					t.Fatalf("n=%d leaver=%s: fp %x %s -> %s", n, leaver, fp, o1, o2)
+				}
+			}
+		}
+	}
+}
+
+func TestRingMembers(t *testing.T) {
+	r := NewRing([]string{"c", "a", "", "b", "a"})
+	if got := r.Members(); !slices.Equal(got, []string{"a", "b", "c"}) || r.Len() != 3 {
+		t.Fatalf("Members = %q, Len = %d", got, r.Len())
+	}
+	if !r.Has("b") || r.Has("d") || r.Has("") {
+		t.Fatal("Has")
+	}
+	if NewRing(nil).OwnerIndex(1) != -1 {
+		t.Fatal("empty ring OwnerIndex must be -1")
+	}
+}
+
+func BenchmarkRingOwner(b *testing.B) {
+	fps := testFPs(4096)
+	for _, n := range []int{3, 10} {
+		ring := NewRing(NodeNames(n))
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				_ = ring.Owner(fps[i&4095])
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkOwner(b *testing.B) {
+	fps := testFPs(4096)
+	for _, n := range []int{3, 10} {
+		members := NodeNames(n)
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				_ = Owner(fps[i&4095], members)
+				i++
+			}
+		})
+	}
+}

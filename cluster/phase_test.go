@@ -1,0 +1,348 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestPhaseOf(t *testing.T) {
+	abc := []string{"c", "a", "b"}
+	tests := []struct {
+		name    string
+		member  string
+		members []string
+		epoch   int64
+		nphase  int
+		want    int
+	}{
+		{"rank0 epoch0", "a", abc, 0, 3, 0},
+		{"rank1 epoch0", "b", abc, 0, 3, 1},
+		{"rank2 epoch0", "c", abc, 0, 3, 2},
+		{"rotates", "c", abc, 1, 3, 0},
+		{"round robin", "a", abc, 7, 3, 1},
+		{"more phases than members", "c", abc, 4, 5, 1},
+		{"negative epoch", "a", abc, -1, 3, 2},
+		{"large negative epoch", "b", abc, -301, 3, 0},
+		{"duplicates and empty names ignored", "c", []string{"a", "a", "", "c"}, 0, 2, 1},
+		{"join of a smaller name shifts ranks", "b", []string{"a0", "a", "b", "c"}, 0, 4, 2},
+		{"join of a larger name keeps ranks", "b", []string{"a", "b", "c", "d"}, 0, 4, 1},
+		{"leave of a smaller name shifts ranks", "c", []string{"b", "c"}, 0, 2, 1},
+		{"leave: leaver has no phase", "a", []string{"b", "c"}, 0, 2, -1},
+		{"nphase grows with members", "d", []string{"a", "b", "c", "d"}, 3, 4, 2},
+		{"nphase 1", "b", abc, 9, 1, 0},
+		{"nphase 0", "a", abc, 0, 0, -1},
+		{"empty member", "", abc, 0, 3, -1},
+		{"no members", "a", nil, 0, 3, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PhaseOf(tc.member, tc.members, tc.epoch, tc.nphase); got != tc.want {
+				t.Fatalf("PhaseOf(%q, %q, %d, %d) = %d, want %d", tc.member, tc.members, tc.epoch, tc.nphase, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNPhase(t *testing.T) {
+	tests := []struct{ configured, members, columns, want int }{
+		{1, 3, 1999, 3},
+		{5, 3, 1999, 5},
+		{0, 0, 1999, 1},
+		{-4, 0, 0, 1},
+		{2, 10, 1999, 10},
+		{1999, 1, 1999, 2000}, // equal to the columns: bumped
+		{1, 1999, 1999, 2000},
+		{3998, 2, 1999, 3999}, // a multiple of the columns: bumped too
+		{199, 1, 199, 200},
+		{1999, 1, 0, 1999}, // check disabled
+		{7, 1, 7, 8},
+	}
+	for _, tc := range tests {
+		if got := NPhase(tc.configured, tc.members, tc.columns); got != tc.want {
+			t.Errorf("NPhase(%d, %d, %d) = %d, want %d", tc.configured, tc.members, tc.columns, got, tc.want)
+		}
+	}
+}
+
+func TestEpoch(t *testing.T) {
+	d := 30 * time.Second
+	tests := []struct {
+		t    time.Time
+		d    time.Duration
+		want int64
+	}{
+		{time.Unix(0, 0), d, 0},
+		{time.Unix(29, 999999999), d, 0},
+		{time.Unix(30, 0), d, 1},
+		{time.Unix(-1, 0), d, -1},
+		{time.Unix(0, -1), d, -1},
+		{time.Unix(-30, 0), d, -1},
+		{time.Unix(-30, -1), d, -2},
+		{time.Unix(-31, 0), d, -2},
+		{time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC), time.Hour, -1},
+		{time.Date(2025, 1, 1, 0, 0, 30, 0, time.UTC), d, 1735689600/30 + 1},
+		{time.Date(2025, 1, 1, 0, 0, 30, 0, time.FixedZone("x", 7*3600)), d, (1735689600-7*3600)/30 + 1},
+		{time.Unix(100, 0), 0, 0},
+		{time.Unix(100, 0), -time.Second, 0},
+		{time.Unix(0, 1500), 1000, 1},
+		{time.Unix(0, -1500), 1000, -2},
+	}
+	for _, tc := range tests {
+		got := Epoch(tc.t, tc.d)
+		if got != tc.want {
+			t.Errorf("Epoch(%v, %v) = %d, want %d", tc.t, tc.d, got, tc.want)
+		}
+		if tc.d > 0 {
+			start := EpochStart(got, tc.d)
+			if tc.t.Before(start) || !tc.t.Before(start.Add(tc.d)) {
+				t.Errorf("%v not in [EpochStart(%d), +%v) = [%v, ...)", tc.t, got, tc.d, start)
+			}
+		}
+	}
+}
+
+// TestPhasesNeverCollide is the proof-style sweep: for any member set and
+// epoch, distinct members get distinct phases when nphase >= members, every
+// phase lies in [0, nphase), and over nphase consecutive epochs each member
+// visits every phase exactly once (round robin, §3.3).
+func TestPhasesNeverCollide(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for trial := 0; trial < 60; trial++ {
+		m := 1 + r.IntN(12)
+		members := make([]string, m)
+		for i := range members {
+			members[i] = fmt.Sprintf("n%x", r.Uint32())
+		}
+		for _, nphase := range []int{m, m + 1 + r.IntN(5), NPhase(r.IntN(3*m), m, 1999)} {
+			visits := make(map[string][]int, m)
+			for epoch := int64(-300); epoch <= 300; epoch++ {
+				seen := make(map[int]string, m)
+				for _, mem := range members {
+					p := PhaseOf(mem, members, epoch, nphase)
+					if p < 0 || p >= nphase {
+						t.Fatalf("phase %d out of [0,%d)", p, nphase)
+					}
+					if other, dup := seen[p]; dup && other != mem {
+						t.Fatalf("epoch %d nphase %d: %s and %s both on phase %d (members %q)", epoch, nphase, other, mem, p, members)
+					}
+					seen[p] = mem
+					if epoch >= 0 && epoch < int64(nphase) {
+						visits[mem] = append(visits[mem], p)
+					}
+				}
+			}
+			for mem, ps := range visits {
+				slices.Sort(ps)
+				for i, p := range ps {
+					if i != p {
+						t.Fatalf("%s visits %v over %d epochs, want each phase once", mem, ps, nphase)
+					}
+				}
+			}
+		}
+	}
+}
+
+// fakeClock is a TimeSource with a settable offset and uncertainty.
+type fakeClock struct {
+	off, unc atomic.Int64
+}
+
+func (f *fakeClock) Now() time.Time             { return time.Now().Add(f.Offset()) }
+func (f *fakeClock) Offset() time.Duration      { return time.Duration(f.off.Load()) }
+func (f *fakeClock) Uncertainty() time.Duration { return time.Duration(f.unc.Load()) }
+
+// at puts cluster time at c (for code that reads time.Now itself).
+func (f *fakeClock) at(c time.Time) { f.off.Store(int64(c.Sub(time.Now()))) }
+
+func newTestSchedule(t *testing.T, self string, clk TimeSource) *Schedule {
+	t.Helper()
+	cfg := DefaultScheduleConfig(self)
+	cfg.PhaseDuration = 10 * time.Second
+	cfg.Guard = time.Second
+	cfg.Clock = clk
+	s, err := NewSchedule(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestScheduleGuardBoundaries(t *testing.T) {
+	clk := &fakeClock{}
+	clk.unc.Store(int64(100 * time.Millisecond))
+	s := newTestSchedule(t, "b", clk)
+	s.SetMembersFrom(0, []string{"a", "b", "c"})
+	// Guard = 1s + 2×100ms = 1.2s; epoch 5 is [50s, 60s), guard from 58.8s.
+	base := time.Unix(50, 0)
+	tests := []struct {
+		at            time.Duration
+		phase, nphase int
+		open          bool
+	}{
+		{0, 0, 3, true}, // (1 + 5) mod 3
+		{5 * time.Second, 0, 3, true},
+		{8800*time.Millisecond - 1, 0, 3, true},
+		{8800 * time.Millisecond, 0, 3, false},
+		{10*time.Second - 1, 0, 3, false},
+		{10 * time.Second, 1, 3, true}, // swapped
+		{-1, 2, 3, false},              // previous epoch's guard
+	}
+	for _, tc := range tests {
+		p, n, open := s.Active(base.Add(tc.at))
+		if p != tc.phase || n != tc.nphase || open != tc.open {
+			t.Errorf("at +%v: Active = (%d, %d, %v), want (%d, %d, %v)", tc.at, p, n, open, tc.phase, tc.nphase, tc.open)
+		}
+	}
+	st := s.At(base.Add(time.Second))
+	if st.Epoch != 5 || !st.NextSwap.Equal(time.Unix(60, 0)) || st.Guard != 1200*time.Millisecond || st.GuardCapped ||
+		!st.GuardStart.Equal(time.Unix(58, 8e8)) || !st.RequestDeadline.Equal(time.Unix(59, 8e8)) {
+		t.Fatalf("At = %+v", st)
+	}
+	// A large uncertainty caps the guard at 3/4 of the phase.
+	clk.unc.Store(int64(time.Minute))
+	if st := s.At(base); st.Guard != 7500*time.Millisecond || !st.GuardCapped || !st.Open {
+		t.Fatalf("capped guard: %+v", st)
+	}
+	if _, _, open := s.Active(base.Add(2500 * time.Millisecond)); open {
+		t.Fatal("open inside a capped guard")
+	}
+}
+
+func TestScheduleOffsetApplied(t *testing.T) {
+	clk := &fakeClock{}
+	clk.off.Store(int64(time.Hour)) // cluster time is one hour ahead of local
+	s := newTestSchedule(t, "a", clk)
+	s.SetMembersFrom(0, []string{"a", "b"})
+	local := time.Unix(1000, 0) // cluster 4600s: epoch 460
+	st := s.At(local)
+	if st.Epoch != 460 || st.Phase != 0 || !st.RequestDeadline.Equal(time.Unix(1010, 0)) {
+		t.Fatalf("At = %+v", st)
+	}
+}
+
+func TestScheduleMembershipAtEpochBoundaries(t *testing.T) {
+	clk := &fakeClock{}
+	ep := func(e int64, in time.Duration) time.Time { return time.Unix(e*10, 0).Add(in) }
+	type want struct {
+		phase, nphase int
+		open          bool
+	}
+	check := func(s *Schedule, at time.Time, w want) {
+		t.Helper()
+		p, n, open := s.Active(at)
+		if p != w.phase || n != w.nphase || open != w.open {
+			t.Fatalf("%s at %v: (%d, %d, %v), want %+v", s.cfg.Self, at.Unix(), p, n, open, w)
+		}
+	}
+	a, b, c := newTestSchedule(t, "b", clk), newTestSchedule(t, "c", clk), newTestSchedule(t, "a", clk)
+	all := []*Schedule{a, b, c}
+	// No members yet: closed.
+	check(a, ep(1, 0), want{0, 1, false})
+	for _, s := range all {
+		s.SetMembersFrom(2, []string{"b", "c"})
+		s.SetMembersFrom(5, []string{"a", "b", "c"}) // a joins at epoch 5: ranks shift, Nphase 2 -> 3
+		s.SetMembersFrom(8, []string{"a", "c"})      // b leaves at epoch 8: c's rank shifts, Nphase 3 -> 2
+	}
+	check(a, ep(1, 0), want{0, 1, false})
+	check(a, ep(2, 0), want{0, 2, true}) // b rank 0
+	check(b, ep(2, 0), want{1, 2, true}) // c rank 1
+	check(c, ep(4, 0), want{0, 2, false})
+	check(a, ep(4, 5*time.Second), want{0, 2, true}) // (0+4) mod 2
+	check(a, ep(5, 0), want{0, 3, true})             // b now rank 1: (1+5) mod 3
+	check(b, ep(5, 0), want{1, 3, true})             // c rank 2: (2+5) mod 3
+	check(c, ep(5, 0), want{2, 3, true})             // a rank 0
+	check(b, ep(8, 0), want{1, 2, true})             // c rank 1 of {a,c}: (1+8) mod 2
+	check(a, ep(8, 0), want{0, 2, false})            // b left
+	check(c, ep(8, 0), want{0, 2, true})
+	// Distinct phases at every instant for the members in effect.
+	for e := int64(2); e < 12; e++ {
+		seen := map[int]string{}
+		for _, s := range all {
+			if p, _, open := s.Active(ep(e, time.Second)); open {
+				if o, dup := seen[p]; dup {
+					t.Fatalf("epoch %d: %s and %s on phase %d", e, o, s.cfg.Self, p)
+				}
+				seen[p] = s.cfg.Self
+			}
+		}
+	}
+}
+
+func TestScheduleSetMembersTakesEffectNextBoundary(t *testing.T) {
+	clk := &fakeClock{}
+	s := newTestSchedule(t, "a", clk)
+	local := func(c time.Time) time.Time { return c.Add(-clk.Offset()) } // local time of cluster time c
+	// Guard is 1s (zero uncertainty); epoch 100 is [1000s, 1010s).
+	clk.at(time.Unix(1002, 0))
+	if from := s.SetMembers([]string{"a"}); from != 101 {
+		t.Fatalf("SetMembers early in epoch 100: from %d, want 101", from)
+	}
+	if _, _, open := s.Active(local(time.Unix(1005, 0))); open {
+		t.Fatal("membership applied before the boundary")
+	}
+	if p, n, open := s.Active(local(time.Unix(1010, 0))); !open || n != 1 || p != 0 {
+		t.Fatalf("at the boundary: (%d, %d, %v)", p, n, open)
+	}
+	clk.at(time.Unix(1019, 500e6)) // inside epoch 101's guard
+	if from := s.SetMembers([]string{"a", "b"}); from != 103 {
+		t.Fatalf("SetMembers inside the guard: from %d, want 103", from)
+	}
+	if _, n, _ := s.Active(local(time.Unix(1025, 0))); n != 1 {
+		t.Fatalf("epoch 102: nphase %d, want 1", n)
+	}
+	if _, n, _ := s.Active(local(time.Unix(1030, 0))); n != 2 {
+		t.Fatalf("epoch 103: nphase %d, want 2", n)
+	}
+	clk.at(time.Unix(1031, 0))
+	if from := s.SetMembers([]string{"b", "a"}); from != 103 {
+		t.Fatalf("same list again: from %d, want 103 (no change)", from)
+	}
+}
+
+func TestScheduleConfigValidate(t *testing.T) {
+	mod := func(f func(*ScheduleConfig)) ScheduleConfig {
+		c := DefaultScheduleConfig("a")
+		f(&c)
+		return c
+	}
+	bad := []ScheduleConfig{
+		mod(func(c *ScheduleConfig) { c.Self = "" }),
+		mod(func(c *ScheduleConfig) { c.PhaseDuration = time.Millisecond }),
+		mod(func(c *ScheduleConfig) { c.Phases = 0 }),
+		mod(func(c *ScheduleConfig) { c.Columns = -1 }),
+		mod(func(c *ScheduleConfig) { c.Guard = 16 * time.Second }),
+		mod(func(c *ScheduleConfig) { c.Guard = -1 }),
+	}
+	for i, c := range bad {
+		if _, err := NewSchedule(c); err == nil {
+			t.Errorf("case %d: %+v accepted", i, c)
+		}
+	}
+	if err := DefaultScheduleConfig("a").Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestScheduleConcurrent(t *testing.T) {
+	s := newTestSchedule(t, "a", nil)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 500 {
+				if i%2 == 0 {
+					s.SetMembers([]string{"a", fmt.Sprint(j % 3)})
+				} else {
+					s.Active(time.Now())
+					_ = s.At(time.Now())
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,360 @@
+// Package config holds the settings of one phasecrawl node: their defaults,
+// the YAML file that overrides them, the command-line flags that override the
+// file, and the PHASECRAWL_* environment variables that override the flags.
+//
+// Every key has a dotted name (the YAML path, e.g. "bucket.columns"); its
+// environment variable is that name upper-cased with dots turned into
+// underscores and prefixed with PHASECRAWL_ (PHASECRAWL_BUCKET_COLUMNS).
+// Validation errors name the key and the allowed range.
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+)
+
+// Config is the whole configuration of a node.
+type Config struct {
+	// Name identifies the node in the cluster and in /v1/status. Default: the hostname.
+	Name string `yaml:"name"`
+	// Data is the data directory (frontier, WARC files, crawl log). Default ./phasecrawl-data.
+	Data string `yaml:"data"`
+	// HTTP is the API listen address. Default 127.0.0.1:7070.
+	HTTP string `yaml:"http"`
+	// Seeds are start URLs, added to the frontier at start (already-seen ones are ignored).
+	Seeds []string `yaml:"seeds"`
+	// SeedsFile names a file with one seed URL a line (# comments allowed).
+	SeedsFile string `yaml:"seeds_file"`
+	// Resolve holds 'PATTERN=HOST:PORT' rules: hosts matching the glob are dialled at HOST:PORT.
+	Resolve []string `yaml:"resolve"`
+	// AllowPrivate lets the fetcher connect to loopback, private and link-local addresses.
+	AllowPrivate bool `yaml:"allow_private"`
+	// Delay is the minimum pause between two requests to one host. Default 1s, valid 0..1h.
+	Delay time.Duration `yaml:"delay"`
+	// UserAgent is sent with every request and used to pick the robots.txt group.
+	UserAgent string `yaml:"user_agent"`
+	// Workers is the number of fetch workers (each serves one host at a time). Default 64, valid 1..4096.
+	Workers int `yaml:"workers"`
+	// ShutdownTimeout bounds how long in-flight fetches may run after SIGINT/SIGTERM. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	Scope    Scope    `yaml:"scope"`
+	Fetch    Fetch    `yaml:"fetch"`
+	Robots   Robots   `yaml:"robots"`
+	Frontier Frontier `yaml:"frontier"`
+	Bucket   Bucket   `yaml:"bucket"`
+	WARC     WARC     `yaml:"warc"`
+	Log      Log      `yaml:"log"`
+	Cluster  Cluster  `yaml:"cluster"`
+}
+
+// Cluster configures the cluster layer (issue 3). With Gossip empty the node
+// runs alone.
+type Cluster struct {
+	// Gossip is the gossip (memberlist) address HOST:PORT; a missing port means 7946.
+	// Default "": no cluster, the node runs alone.
+	Gossip string `yaml:"gossip"`
+	// Join lists HOST:PORT gossip addresses of existing members; empty starts a new cluster.
+	Join []string `yaml:"join"`
+	// KeyFile holds the cluster key (16, 24 or 32 bytes, raw or base64). Required with gossip.
+	KeyFile string `yaml:"key_file"`
+	// Exchange is the HOST:PORT the node-to-node URL exchange listens on.
+	// Default "": the gossip host, gossip port + 1 (port 0 when the gossip port is 0).
+	Exchange string `yaml:"exchange"`
+	// Phases is the configured number of host-hash phases (Nphase). Default 1, valid
+	// 1..65536; raised automatically to the member count.
+	Phases int `yaml:"phases"`
+	// PhaseDuration is the length of one phase epoch. Default 30s, valid 100ms..24h.
+	PhaseDuration time.Duration `yaml:"phase_duration"`
+	// Guard is the longest allowed request: no new request starts this long
+	// (plus twice the clock uncertainty) before a phase swap. Default 0 =
+	// auto: min(5s, phase_duration/4) (see PhaseGuard); valid 0..phase_duration/2.
+	Guard time.Duration `yaml:"guard"`
+	// NTP lists NTP servers (host or host:port) for the cluster clock. Empty: the local clock.
+	NTP []string `yaml:"ntp"`
+}
+
+// Enabled reports whether the node joins a cluster (cluster.gossip is set).
+func (c Cluster) Enabled() bool { return strings.TrimSpace(c.Gossip) != "" }
+
+// PhaseGuard returns cluster.guard, or min(5s, phase_duration/4) when it is 0 (auto).
+func (c Cluster) PhaseGuard() time.Duration {
+	if c.Guard > 0 {
+		return c.Guard
+	}
+	return min(5*time.Second, c.PhaseDuration/4)
+}
+
+// ExchangeAddr returns cluster.exchange, or its default derived from cluster.gossip.
+func (c Cluster) ExchangeAddr() string {
+	if c.Exchange != "" || c.Gossip == "" {
+		return c.Exchange
+	}
+	host, port, err := net.SplitHostPort(c.Gossip)
+	if err != nil {
+		host, port = strings.Trim(c.Gossip, "[]"), "7946"
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return ""
+	}
+	if p != 0 {
+		p++
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p))
+}
+
+// Scope limits what is crawled.
+type Scope struct {
+	// AllowHosts lists hosts that may be crawled. Empty with empty AllowDomains: the seeds' hosts.
+	AllowHosts []string `yaml:"allow_hosts"`
+	// AllowDomains lists domains whose hosts (and subdomains) may be crawled.
+	AllowDomains []string `yaml:"allow_domains"`
+	// Include, if set, keeps only URLs matching one of these regular expressions.
+	Include []string `yaml:"include"`
+	// Exclude drops URLs matching any of these regular expressions.
+	Exclude []string `yaml:"exclude"`
+	// MaxDepth is the largest link distance from a seed; 0 = unlimited. Valid 0..10000.
+	MaxDepth int `yaml:"max_depth"`
+	// MaxPagesPerHost caps the URLs admitted per host; 0 = unlimited. Default 100000.
+	MaxPagesPerHost int `yaml:"max_pages_per_host"`
+}
+
+// Fetch configures the HTTP fetcher.
+type Fetch struct {
+	// ConnectTimeout bounds TCP connect and TLS handshake. Default 15s (seed 003).
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// HeaderTimeout bounds the wait for response headers. Default 10s.
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// BodyTimeout bounds reading the body. Default 20s.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// MaxBodySize truncates bodies beyond this many bytes. Default 10 MiB, valid 1 KiB..1 GiB.
+	MaxBodySize int64 `yaml:"max_body_size"`
+	// MaxTries is how many times a STALLED URL is tried before it is given up. Default 3, valid 1..100.
+	MaxTries int `yaml:"max_tries"`
+	// RetryBackoff is the first wait before a STALLED URL is retried; it doubles each try. Default 1m.
+	RetryBackoff time.Duration `yaml:"retry_backoff"`
+	// Parser picks the link extractor: "fast" (x/net/html tokenizer) or "goquery". Default fast.
+	Parser string `yaml:"parser"`
+}
+
+// Robots configures robots.txt handling.
+type Robots struct {
+	// TTL is how long a host's robots.txt is cached. Default 24h.
+	TTL time.Duration `yaml:"ttl"`
+	// ErrorTTL is how long a host whose robots.txt answered 5xx (or failed) is treated as disallowed. Default 10m.
+	ErrorTTL time.Duration `yaml:"error_ttl"`
+	// MaxCrawlDelay caps the Crawl-delay a site may ask for. Default 30s, valid 0..10m.
+	MaxCrawlDelay time.Duration `yaml:"max_crawl_delay"`
+}
+
+// Frontier configures the bbolt URL store and the scheduler's window over it.
+type Frontier struct {
+	// Window is the sliding window (sWin) of oldest unfinished URLs the scheduler scans. Default 250000, valid 1000..100000000.
+	Window int `yaml:"window"`
+	// BatchSize is the most writes in one transaction. Default 2048, valid 1..100000.
+	BatchSize int `yaml:"batch_size"`
+	// BatchDelay is the longest a write waits to be batched. Default 10ms, valid 0..1s.
+	BatchDelay time.Duration `yaml:"batch_delay"`
+}
+
+// Bucket configures the prime-column scheduler bucket (KSpider §3.4).
+type Bucket struct {
+	// Columns is a prime in 199..4999, default 1999.
+	Columns int `yaml:"columns"`
+	// Rows per column, 4..16, default 8.
+	Rows int `yaml:"rows"`
+	// ListCap is the URLs per element, 1..1000, default 20.
+	ListCap int `yaml:"list_cap"`
+	// MaxQueueWait dispatches a QUEUING element that is not full after this long. Default 1s.
+	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
+}
+
+// WARC configures the archive output.
+type WARC struct {
+	// Enabled writes request and response records to WARC files under <data>/warc. Default true.
+	Enabled bool `yaml:"enabled"`
+	// MaxSize rotates a WARC file past this many bytes. Default 1 GiB, valid 1 MiB..100 GiB.
+	MaxSize int64 `yaml:"max_size"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `yaml:"level"`
+	// Format is text or json. Default text.
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration a node runs with when nothing is set.
+func Default() Config {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "phasecrawl"
+	}
+	b := bucket.DefaultConfig()
+	return Config{
+		Name:            name,
+		Data:            "./phasecrawl-data",
+		HTTP:            "127.0.0.1:7070",
+		Delay:           time.Second,
+		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
+		Workers:         64,
+		ShutdownTimeout: 30 * time.Second,
+		Scope:           Scope{MaxPagesPerHost: 100000},
+		Fetch: Fetch{
+			ConnectTimeout: 15 * time.Second,
+			HeaderTimeout:  10 * time.Second,
+			BodyTimeout:    20 * time.Second,
+			MaxBodySize:    10 << 20,
+			MaxTries:       3,
+			RetryBackoff:   time.Minute,
+			Parser:         "fast",
+		},
+		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
+		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 10 * time.Millisecond},
+		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
+		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
+		Log:      Log{Level: "info", Format: "text"},
+		Cluster:  Cluster{Phases: 1, PhaseDuration: 30 * time.Second},
+	}
+}
+
+// BucketConfig converts the bucket section to the bucket package's Config.
+func (c Config) BucketConfig(phases int) bucket.Config {
+	return bucket.Config{
+		Columns:      c.Bucket.Columns,
+		Rows:         c.Bucket.Rows,
+		ListCap:      c.Bucket.ListCap,
+		MaxQueueWait: c.Bucket.MaxQueueWait,
+		Phases:       phases,
+	}
+}
+
+// Validate checks every key; the error names the key and its allowed range.
+func (c Config) Validate() error {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if strings.TrimSpace(c.Name) == "" {
+		bad("name: must not be empty")
+	}
+	if strings.TrimSpace(c.Data) == "" {
+		bad("data: must name a directory")
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
+		bad("http=%q: must be HOST:PORT (%v)", c.HTTP, err)
+	}
+	durRange := func(key string, d, lo, hi time.Duration) {
+		if d < lo || d > hi {
+			bad("%s=%s: must be in %s..%s", key, d, lo, hi)
+		}
+	}
+	intRange := func(key string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			bad("%s=%d: must be in %d..%d", key, v, lo, hi)
+		}
+	}
+	durRange("delay", c.Delay, 0, time.Hour)
+	intRange("workers", int64(c.Workers), 1, 4096)
+	durRange("shutdown_timeout", c.ShutdownTimeout, 0, 10*time.Minute)
+	if strings.TrimSpace(c.UserAgent) == "" {
+		bad("user_agent: must not be empty")
+	}
+	intRange("scope.max_depth", int64(c.Scope.MaxDepth), 0, 10000)
+	intRange("scope.max_pages_per_host", int64(c.Scope.MaxPagesPerHost), 0, 1<<31-1)
+	durRange("fetch.connect_timeout", c.Fetch.ConnectTimeout, time.Millisecond, 10*time.Minute)
+	durRange("fetch.header_timeout", c.Fetch.HeaderTimeout, time.Millisecond, 10*time.Minute)
+	durRange("fetch.body_timeout", c.Fetch.BodyTimeout, time.Millisecond, 10*time.Minute)
+	intRange("fetch.max_body_size", c.Fetch.MaxBodySize, 1<<10, 1<<30)
+	intRange("fetch.max_tries", int64(c.Fetch.MaxTries), 1, 100)
+	durRange("fetch.retry_backoff", c.Fetch.RetryBackoff, 0, 24*time.Hour)
+	if c.Fetch.Parser != "fast" && c.Fetch.Parser != "goquery" {
+		bad("fetch.parser=%q: must be fast or goquery", c.Fetch.Parser)
+	}
+	durRange("robots.ttl", c.Robots.TTL, time.Second, 30*24*time.Hour)
+	durRange("robots.error_ttl", c.Robots.ErrorTTL, time.Second, 24*time.Hour)
+	durRange("robots.max_crawl_delay", c.Robots.MaxCrawlDelay, 0, 10*time.Minute)
+	intRange("frontier.window", int64(c.Frontier.Window), 1000, 100000000)
+	intRange("frontier.batch_size", int64(c.Frontier.BatchSize), 1, 100000)
+	durRange("frontier.batch_delay", c.Frontier.BatchDelay, 0, time.Second)
+	if err := c.BucketConfig(1).Validate(); err != nil {
+		bad("%v", err)
+	}
+	if c.WARC.Enabled {
+		intRange("warc.max_size", c.WARC.MaxSize, 1<<20, 100<<30)
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level=%q: must be debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format=%q: must be text or json", c.Log.Format)
+	}
+	for i, r := range c.Resolve {
+		if !strings.Contains(r, "=") {
+			bad("resolve[%d]=%q: must be PATTERN=HOST:PORT", i, r)
+		}
+	}
+	errs = append(errs, c.Cluster.validate()...)
+	if len(errs) > 0 {
+		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// validate checks the cluster section; each message names its key.
+func (c Cluster) validate() []string {
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if c.Phases < 1 || c.Phases > 65536 {
+		bad("cluster.phases=%d: must be in 1..65536", c.Phases)
+	}
+	if c.PhaseDuration < 100*time.Millisecond || c.PhaseDuration > 24*time.Hour {
+		bad("cluster.phase_duration=%s: must be in 100ms..24h", c.PhaseDuration)
+	}
+	if c.Guard < 0 || c.Guard > c.PhaseDuration/2 {
+		bad("cluster.guard=%s: must be in 0..phase_duration/2 (%s)", c.Guard, c.PhaseDuration/2)
+	}
+	for i, s := range c.NTP {
+		if strings.TrimSpace(s) == "" {
+			bad("cluster.ntp[%d]: must be host or host:port, not empty", i)
+		}
+	}
+	if !c.Enabled() {
+		if len(c.Join) > 0 {
+			bad("cluster.join: needs cluster.gossip (the local gossip address)")
+		}
+		return errs
+	}
+	hostPort := func(key, v string, portOptional bool) {
+		if portOptional && !strings.Contains(strings.TrimPrefix(strings.TrimSuffix(v, "]"), "["), ":") {
+			return // host only: the default port
+		}
+		_, p, err := net.SplitHostPort(v)
+		if err != nil {
+			bad("%s=%q: must be HOST:PORT (%v)", key, v, err)
+			return
+		}
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			bad("%s=%q: port must be in 0..65535", key, v)
+		}
+	}
+	hostPort("cluster.gossip", c.Gossip, true)
+	for i, j := range c.Join {
+		hostPort(fmt.Sprintf("cluster.join[%d]", i), j, true)
+	}
+	if c.Exchange != "" {
+		hostPort("cluster.exchange", c.Exchange, false)
+	}
+	if strings.TrimSpace(c.KeyFile) == "" {
+		bad("cluster.key_file: required with cluster.gossip (16, 24 or 32 byte key, raw or base64)")
+	}
+	return errs
+}

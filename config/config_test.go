@@ -1,0 +1,175 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultsValidate(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if c.Data != "./phasecrawl-data" || c.HTTP != "127.0.0.1:7070" || c.Delay != time.Second {
+		t.Fatalf("defaults changed: data=%q http=%q delay=%s", c.Data, c.HTTP, c.Delay)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	yml := "delay: 3s\nworkers: 7\nuser_agent: fromfile\nseeds: [http://a.example/]\nbucket:\n  rows: 12\n"
+	if err := os.WriteFile(file, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(Config) string
+		wantErr string
+	}{
+		{"file only", []string{"--config", file}, nil, func(c Config) string {
+			if c.Delay != 3*time.Second || c.Workers != 7 || c.Bucket.Rows != 12 || c.UserAgent != "fromfile" {
+				return "file values not applied"
+			}
+			return ""
+		}, ""},
+		{"flag beats file", []string{"--config=" + file, "--delay", "2s", "--seed", "http://b.example/"}, nil, func(c Config) string {
+			if c.Delay != 2*time.Second || c.Workers != 7 {
+				return "flag did not override file"
+			}
+			if len(c.Seeds) != 2 {
+				return "seed flag should add to file seeds"
+			}
+			return ""
+		}, ""},
+		{"env beats flag", []string{"--config", file, "--delay", "2s"}, map[string]string{"PHASECRAWL_DELAY": "5s", "PHASECRAWL_BUCKET_ROWS": "5", "PHASECRAWL_SCOPE_ALLOW_DOMAINS": "x.test, y.test"}, func(c Config) string {
+			if c.Delay != 5*time.Second || c.Bucket.Rows != 5 || len(c.Scope.AllowDomains) != 2 {
+				return "env did not override"
+			}
+			return ""
+		}, ""},
+		{"bad env names key", nil, map[string]string{"PHASECRAWL_WORKERS": "many"}, nil, "workers"},
+		{"range names key", []string{"--workers", "0"}, nil, nil, "workers=0: must be in 1..4096"},
+		{"bucket columns not prime", nil, map[string]string{"PHASECRAWL_BUCKET_COLUMNS": "2000"}, nil, "bucket.columns"},
+		{"unknown yaml key", []string{"--config", writeFile(t, dir, "bad.yaml", "delya: 1s\n")}, nil, nil, "delya"},
+		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, nil, "nope.yaml"},
+		{"bad log format", []string{"--log-format", "xml"}, nil, nil, "log.format"},
+		{"stray arg", []string{"oops"}, nil, nil, "unexpected argument"},
+		{"bad resolve", []string{"--resolve", "nope"}, nil, nil, "resolve[0]"},
+		{"cluster flags", []string{"--gossip", "127.0.0.2:7946", "--join", "127.0.0.3:7946,127.0.0.4", "--join", "127.0.0.5:1",
+			"--cluster-key-file", "k", "--phases", "4", "--phase-duration", "2s", "--ntp", "a", "--ntp", "b:123"}, nil, func(c Config) string {
+			k := c.Cluster
+			if !k.Enabled() || len(k.Join) != 3 || k.Phases != 4 || k.PhaseDuration != 2*time.Second || len(k.NTP) != 2 || k.KeyFile != "k" {
+				return "cluster flags not applied"
+			}
+			if k.PhaseGuard() != 500*time.Millisecond {
+				return "auto guard: " + k.PhaseGuard().String()
+			}
+			if k.ExchangeAddr() != "127.0.0.2:7947" {
+				return "default exchange address: " + k.ExchangeAddr()
+			}
+			return ""
+		}, ""},
+		{"cluster env", nil, map[string]string{"PHASECRAWL_CLUSTER_GOSSIP": "127.0.0.2:0", "PHASECRAWL_CLUSTER_KEY_FILE": "k",
+			"PHASECRAWL_CLUSTER_EXCHANGE": "127.0.0.2:9000", "PHASECRAWL_CLUSTER_GUARD": "1s"}, func(c Config) string {
+			if c.Cluster.ExchangeAddr() != "127.0.0.2:9000" || c.Cluster.PhaseGuard() != time.Second || c.Cluster.Join != nil {
+				return "cluster env not applied"
+			}
+			return ""
+		}, ""},
+		{"single node default", nil, nil, func(c Config) string {
+			if c.Cluster.Enabled() || c.Cluster.Phases != 1 || c.Cluster.PhaseDuration != 30*time.Second {
+				return "cluster defaults changed"
+			}
+			return ""
+		}, ""},
+		{"cluster key required", []string{"--gossip", "127.0.0.1:7946"}, nil, nil, "cluster.key_file"},
+		{"cluster phases range", []string{"--phases", "0"}, nil, nil, "cluster.phases=0: must be in 1..65536"},
+		{"cluster phase duration range", []string{"--phase-duration", "10ms"}, nil, nil, "cluster.phase_duration=10ms"},
+		{"cluster guard range", []string{"--phase-duration", "2s"}, map[string]string{"PHASECRAWL_CLUSTER_GUARD": "1500ms"}, nil, "cluster.guard=1.5s"},
+		{"cluster bad join", []string{"--gossip", ":1", "--cluster-key-file", "k", "--join", "a:b:c"}, nil, nil, "cluster.join[0]"},
+		{"cluster bad exchange", []string{"--gossip", ":1", "--cluster-key-file", "k", "--exchange", "nope"}, nil, nil, "cluster.exchange"},
+		{"join without gossip", []string{"--join", "127.0.0.1:7946"}, nil, nil, "cluster.join: needs cluster.gossip"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(tc.args, env(tc.env), io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := tc.check(c); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	_, err := Load([]string{"-h"}, nil, io.Discard)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestKeysAndEnvNames(t *testing.T) {
+	keys := Keys()
+	want := map[string]bool{"delay": false, "bucket.columns": false, "scope.max_depth": false, "fetch.max_body_size": false}
+	for _, k := range keys {
+		if _, ok := want[k]; ok {
+			want[k] = true
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("key %s missing from Keys()", k)
+		}
+	}
+	if got := EnvName("bucket.max_queue_wait"); got != "PHASECRAWL_BUCKET_MAX_QUEUE_WAIT" {
+		t.Fatalf("EnvName = %s", got)
+	}
+}
+
+func TestReadSeeds(t *testing.T) {
+	dir := t.TempDir()
+	c := Default()
+	c.Seeds = []string{"http://a.example/"}
+	c.SeedsFile = writeFile(t, dir, "seeds.txt", "# comment\n\nhttp://b.example/\n  http://c.example/x  \n")
+	got, err := c.ReadSeeds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != "http://a.example/ http://b.example/ http://c.example/x" {
+		t.Fatalf("seeds = %q", got)
+	}
+	c.SeedsFile = filepath.Join(dir, "missing")
+	if _, err := c.ReadSeeds(); err == nil || !strings.Contains(err.Error(), "seeds_file") {
+		t.Fatalf("err = %v, want it to name seeds_file", err)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

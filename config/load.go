@@ -1,0 +1,267 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts the name of every environment variable that sets a key.
+const EnvPrefix = "PHASECRAWL_"
+
+// stringList is a repeatable string flag.
+type stringList struct{ dst *[]string }
+
+func (s stringList) String() string {
+	if s.dst == nil {
+		return ""
+	}
+	return strings.Join(*s.dst, ",")
+}
+func (s stringList) Set(v string) error { *s.dst = append(*s.dst, v); return nil }
+
+// commaList is a repeatable flag whose values may also be comma-separated lists.
+type commaList struct{ dst *[]string }
+
+func (s commaList) String() string {
+	if s.dst == nil {
+		return ""
+	}
+	return strings.Join(*s.dst, ",")
+}
+func (s commaList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*s.dst = append(*s.dst, p)
+		}
+	}
+	return nil
+}
+
+// Load builds a node's configuration from its defaults, the YAML file named by
+// --config, the flags in args and the environment (looked up with lookupEnv,
+// usually os.LookupEnv), in that order of precedence (later wins). It returns
+// flag.ErrHelp when args ask for help, after printing the usage to out.
+func Load(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	cfg := Default()
+	if path := configPath(args); path != "" {
+		if err := loadFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(out)
+	BindFlags(fs, &cfg)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("config: unexpected argument %q (flags start with --)", fs.Arg(0))
+	}
+	if err := applyEnv(&cfg, lookupEnv); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// BindFlags defines the node's command-line flags on fs, writing into cfg.
+// Repeatable flags (--seed, --resolve, --allow-domain) add to what the file set.
+func BindFlags(fs *flag.FlagSet, cfg *Config) {
+	fs.String("config", "", "YAML configuration file (flags override it, PHASECRAWL_* variables override flags)")
+	fs.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: the hostname)")
+	fs.StringVar(&cfg.Data, "data", cfg.Data, "data directory (frontier, WARC files, crawl log)")
+	fs.StringVar(&cfg.HTTP, "http", cfg.HTTP, "API listen address")
+	fs.Var(stringList{&cfg.Seeds}, "seed", "seed URL (repeatable)")
+	fs.StringVar(&cfg.SeedsFile, "seeds", cfg.SeedsFile, "file with one seed URL a line")
+	fs.Var(stringList{&cfg.Resolve}, "resolve", "'PATTERN=HOST:PORT': dial hosts matching the glob at HOST:PORT (repeatable)")
+	fs.BoolVar(&cfg.AllowPrivate, "allow-private", cfg.AllowPrivate, "allow connections to loopback, private and link-local addresses")
+	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "minimum pause between two requests to one host")
+	fs.StringVar(&cfg.UserAgent, "user-agent", cfg.UserAgent, "User-Agent header and robots.txt agent")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "fetch workers (hosts served at once)")
+	fs.Var(stringList{&cfg.Scope.AllowDomains}, "allow-domain", "domain whose hosts may be crawled (repeatable; default: the seeds' hosts)")
+	fs.IntVar(&cfg.Scope.MaxDepth, "max-depth", cfg.Scope.MaxDepth, "largest link distance from a seed (0 = unlimited)")
+	fs.IntVar(&cfg.Scope.MaxPagesPerHost, "max-pages-per-host", cfg.Scope.MaxPagesPerHost, "URLs admitted per host (0 = unlimited)")
+	fs.StringVar(&cfg.Log.Level, "log-level", cfg.Log.Level, "debug, info, warn or error")
+	fs.StringVar(&cfg.Log.Format, "log-format", cfg.Log.Format, "text or json")
+	fs.BoolVar(&cfg.WARC.Enabled, "warc", cfg.WARC.Enabled, "write WARC files")
+	fs.StringVar(&cfg.Fetch.Parser, "parser", cfg.Fetch.Parser, "link extractor: fast or goquery")
+	fs.StringVar(&cfg.Cluster.Gossip, "gossip", cfg.Cluster.Gossip, "gossip address HOST:PORT: join a cluster (default: run alone)")
+	fs.Var(commaList{&cfg.Cluster.Join}, "join", "gossip HOST:PORT of existing members (comma-separated, repeatable)")
+	fs.StringVar(&cfg.Cluster.KeyFile, "cluster-key-file", cfg.Cluster.KeyFile, "file with the cluster key (16, 24 or 32 bytes, raw or base64)")
+	fs.StringVar(&cfg.Cluster.Exchange, "exchange", cfg.Cluster.Exchange, "URL exchange listen address HOST:PORT (default: gossip port + 1)")
+	fs.IntVar(&cfg.Cluster.Phases, "phases", cfg.Cluster.Phases, "host-hash phases (raised to the member count)")
+	fs.DurationVar(&cfg.Cluster.PhaseDuration, "phase-duration", cfg.Cluster.PhaseDuration, "length of one phase epoch")
+	fs.Var(stringList{&cfg.Cluster.NTP}, "ntp", "NTP server host[:port] for the cluster clock (repeatable; default: the local clock)")
+}
+
+// configPath finds --config in args before the flags are parsed, so that the
+// file can be loaded first and the flags can override it.
+func configPath(args []string) string {
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		for _, p := range []string{"--config", "-config"} {
+			if a == p && i+1 < len(args) {
+				return args[i+1]
+			}
+			if strings.HasPrefix(a, p+"=") {
+				return strings.TrimPrefix(a, p+"=")
+			}
+		}
+	}
+	return ""
+}
+
+func loadFile(path string, cfg *Config) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return decodeYAML(path, data, cfg)
+}
+
+func decodeYAML(name string, data []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config: %s: %w", name, err)
+	}
+	return nil
+}
+
+// Keys lists every configuration key with its environment variable, in file order.
+func Keys() []string {
+	var keys []string
+	walk(reflect.ValueOf(&Config{}).Elem(), "", func(key string, _ reflect.Value) error {
+		keys = append(keys, key)
+		return nil
+	})
+	return keys
+}
+
+// EnvName returns the environment variable that sets key ("bucket.rows" -> PHASECRAWL_BUCKET_ROWS).
+func EnvName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+func applyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
+	if lookupEnv == nil {
+		return nil
+	}
+	return walk(reflect.ValueOf(cfg).Elem(), "", func(key string, v reflect.Value) error {
+		s, ok := lookupEnv(EnvName(key))
+		if !ok {
+			return nil
+		}
+		if err := setValue(v, s); err != nil {
+			return fmt.Errorf("config: %s (%s=%q): %w", key, EnvName(key), s, err)
+		}
+		return nil
+	})
+}
+
+// walk calls fn for every leaf field of the struct v with its dotted key.
+func walk(v reflect.Value, prefix string, fn func(key string, v reflect.Value) error) error {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		fv := v.Field(i)
+		if fv.Kind() == reflect.Struct {
+			if err := walk(fv, key, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := fn(key, fv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func setValue(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 500ms or 2s: %w", err)
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("want true or false")
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Int || v.Kind() == reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a whole number")
+		}
+		v.SetInt(n)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+// ReadSeeds returns the seeds of c.Seeds followed by those of c.SeedsFile
+// (one URL a line; blank lines and lines starting with # are skipped).
+func (c Config) ReadSeeds() ([]string, error) {
+	seeds := append([]string(nil), c.Seeds...)
+	if c.SeedsFile == "" {
+		return seeds, nil
+	}
+	f, err := os.Open(c.SeedsFile)
+	if err != nil {
+		return nil, fmt.Errorf("config: seeds_file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		seeds = append(seeds, line)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("config: seeds_file %s: %w", c.SeedsFile, err)
+	}
+	return seeds, nil
+}

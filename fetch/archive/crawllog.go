@@ -1,0 +1,205 @@
+package archive
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// LogEntry is one line of the crawl log (JSON).
+type LogEntry struct {
+	Time       time.Time `json:"time"`
+	URL        string    `json:"url"`
+	Status     int       `json:"status"`
+	Bytes      int64     `json:"bytes"`
+	MIME       string    `json:"mime"`
+	DurationMS int64     `json:"duration_ms"`
+	Outlinks   int       `json:"outlinks"`
+	Error      string    `json:"error,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	Redirect   string    `json:"redirect,omitempty"`
+	Truncated  bool      `json:"truncated,omitempty"`
+}
+
+// CrawlFlushInterval is how often a CrawlLog's buffer is written out.
+const CrawlFlushInterval = time.Second
+
+// CrawlLog appends JSON lines to a file through a buffer flushed every CrawlFlushInterval and on
+// Close. Lines are written whole (a crash can tear at most the last line). Safe for concurrent use.
+type CrawlLog struct {
+	path string
+	mu   sync.Mutex
+	f    *os.File
+	bw   *bufio.Writer
+	err  error // first write error, returned by later calls
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once // closes stop
+}
+
+// OpenCrawlLog opens (creating it and its directory if needed) path for appending. If a crash
+// left a torn last line, a newline is added so new entries start on their own line.
+func OpenCrawlLog(path string) (*CrawlLog, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("archive: crawl log dir for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("archive: open crawl log %s: %w", path, err)
+	}
+	if torn, err := endsTorn(path); err != nil {
+		f.Close()
+		return nil, err
+	} else if torn {
+		if _, err := f.Write([]byte("\n")); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
+		}
+	}
+	l := &CrawlLog{path: path, f: f, bw: bufio.NewWriterSize(f, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
+	go l.flushLoop()
+	return l, nil
+}
+
+func endsTorn(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("archive: crawl log %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return false, err
+	}
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], fi.Size()-1); err != nil {
+		return false, fmt.Errorf("archive: crawl log %s: %w", path, err)
+	}
+	return b[0] != '\n', nil
+}
+
+func (l *CrawlLog) flushLoop() {
+	defer close(l.done)
+	t := time.NewTicker(CrawlFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			l.Flush()
+		}
+	}
+}
+
+// Write appends e as one JSON line (Time zero = now).
+func (l *CrawlLog) Write(e LogEntry) error {
+	if e.Time.IsZero() {
+		e.Time = time.Now().UTC()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("archive: crawl log entry: %w", err)
+	}
+	b = append(b, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return ErrClosed
+	}
+	if l.err != nil {
+		return l.err
+	}
+	if l.bw.Available() < len(b) && l.bw.Buffered() > 0 {
+		if err := l.bw.Flush(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if _, err := l.bw.Write(b); err != nil { // larger than the buffer: written directly, whole
+		return l.fail(err)
+	}
+	return nil
+}
+
+func (l *CrawlLog) fail(err error) error {
+	l.err = fmt.Errorf("archive: write crawl log %s: %w", l.path, err)
+	return l.err
+}
+
+// Flush writes the buffered lines to the file.
+func (l *CrawlLog) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil || l.err != nil {
+		return l.err
+	}
+	if err := l.bw.Flush(); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// Close stops the flusher, flushes, syncs and closes the file. Idempotent.
+func (l *CrawlLog) Close() error {
+	l.mu.Lock()
+	if l.f == nil {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.Unlock()
+	l.once.Do(func() { close(l.stop) })
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil { // a concurrent Close won
+		return nil
+	}
+	err := l.err
+	if err == nil {
+		if ferr := l.bw.Flush(); ferr != nil {
+			err = l.fail(ferr)
+		}
+	}
+	if serr := l.f.Sync(); err == nil && serr != nil {
+		err = fmt.Errorf("archive: sync crawl log %s: %w", l.path, serr)
+	}
+	if cerr := l.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("archive: close crawl log %s: %w", l.path, cerr)
+	}
+	l.f = nil
+	return err
+}
+
+// ReadCrawlLog calls fn for every entry of a crawl log. Lines that do not parse (a line torn by
+// a crash) are skipped and counted.
+func ReadCrawlLog(path string, fn func(LogEntry) error) (skipped int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("archive: open crawl log %s: %w", path, err)
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, rerr := br.ReadBytes('\n')
+		if len(line) > 0 && !(len(line) == 1 && line[0] == '\n') {
+			var e LogEntry
+			if json.Unmarshal(line, &e) != nil {
+				skipped++
+			} else if err := fn(e); err != nil {
+				return skipped, err
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			return skipped, nil
+		}
+		if rerr != nil {
+			return skipped, fmt.Errorf("archive: read crawl log %s: %w", path, rerr)
+		}
+	}
+}

@@ -1,0 +1,423 @@
+// Package archive writes what the node fetched: WARC 1.1 files (one gzip member per record,
+// rotated by size) and a JSON-lines crawl log. It also reads WARC files back (ReadWARC) and
+// repairs files left open by a crash (Recover).
+package archive
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// WARCConfig configures a WARCWriter. Start from DefaultWARCConfig.
+type WARCConfig struct {
+	Dir              string // directory of the WARC files (created if missing); required
+	Prefix           string // file name prefix; default "phasecrawl", [A-Za-z0-9._-], 1..64 chars
+	MaxSize          int64  // a file is closed and a new one started once it reaches this size (it may exceed it by one exchange); default 1 GiB, valid 1 KiB..64 GiB
+	Software         string // "software" field of the warcinfo record; default "phasecrawl"
+	CompressionLevel int    // gzip level of each record member; default 1 (gzip.BestSpeed), valid 1..9
+}
+
+// DefaultWARCConfig returns the defaults with Dir set to dir.
+func DefaultWARCConfig(dir string) WARCConfig {
+	return WARCConfig{Dir: dir, Prefix: "phasecrawl", MaxSize: 1 << 30, Software: "phasecrawl", CompressionLevel: gzip.BestSpeed}
+}
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Validate checks every field and names the offending key and its allowed range.
+func (c WARCConfig) Validate() error {
+	if c.Dir == "" {
+		return errors.New("archive: warc dir: must not be empty")
+	}
+	if !prefixRE.MatchString(c.Prefix) {
+		return fmt.Errorf("archive: warc prefix=%q: must be 1..64 of [A-Za-z0-9._-]", c.Prefix)
+	}
+	if c.MaxSize < 1<<10 || c.MaxSize > 64<<30 {
+		return fmt.Errorf("archive: warc max_size=%d: must be in %d..%d", c.MaxSize, int64(1<<10), int64(64<<30))
+	}
+	if strings.ContainsAny(c.Software, "\r\n") {
+		return fmt.Errorf("archive: warc software=%q: must be one line", c.Software)
+	}
+	if c.CompressionLevel < gzip.BestSpeed || c.CompressionLevel > gzip.BestCompression {
+		return fmt.Errorf("archive: warc compression_level=%d: must be in 1..9", c.CompressionLevel)
+	}
+	return nil
+}
+
+// OpenSuffix is appended to the name of the WARC file being written; Recover repairs such files.
+const OpenSuffix = ".open"
+
+// WARCWriter writes request/response record pairs into size-rotated WARC 1.1 files named
+// <prefix>-<YYYYMMDDhhmmss>-<serial>-<random>.warc.gz (".open" appended while being written).
+// Every record is its own gzip member; every file starts with a warcinfo record. Safe for
+// concurrent use: records are built and compressed by the caller's goroutine, only the file
+// write is serialized.
+type WARCWriter struct {
+	cfg  WARCConfig
+	pool sync.Pool // *gzip.Writer
+
+	mu       sync.Mutex
+	closed   bool
+	f        *os.File
+	openPath string // path of f (with OpenSuffix)
+	size     int64  // bytes in f
+	serial   int    // serial of the next/current file
+	infoID   string // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
+	files    []string
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("archive: closed")
+
+// NewWARCWriter validates c and creates c.Dir. The first file is opened by the first write.
+func NewWARCWriter(c WARCConfig) (*WARCWriter, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("archive: create warc dir %s: %w", c.Dir, err)
+	}
+	id, err := newRecordID()
+	if err != nil {
+		return nil, err
+	}
+	return &WARCWriter{cfg: c, infoID: id}, nil
+}
+
+// Exchange is one fetched URL to archive.
+type Exchange struct {
+	Target    string    // WARC-Target-URI
+	IP        string    // WARC-IP-Address ("" = omitted)
+	Date      time.Time // WARC-Date (zero = now)
+	Request   []byte    // raw HTTP request (fetch.Response.RequestDump)
+	Response  []byte    // raw HTTP response block (HTTPResponseBlock)
+	Truncated bool      // the body was cut at the size limit: the response gets "WARC-Truncated: length"
+}
+
+// WriteExchange writes a request record and a response record (the request's
+// WARC-Concurrent-To names the response), each its own gzip member, with block digests and the
+// response's payload digest.
+func (w *WARCWriter) WriteExchange(target string, ip string, date time.Time, request []byte, response []byte) error {
+	return w.Write(Exchange{Target: target, IP: ip, Date: date, Request: request, Response: response})
+}
+
+// Write is WriteExchange with all options.
+func (w *WARCWriter) Write(x Exchange) error {
+	if x.Date.IsZero() {
+		x.Date = time.Now()
+	}
+	reqID, err := newRecordID()
+	if err != nil {
+		return err
+	}
+	respID, err := newRecordID()
+	if err != nil {
+		return err
+	}
+	date := warcDate(x.Date)
+	target := oneLine(x.Target)
+	var payloadDigest string
+	if bytes.HasPrefix(x.Response, []byte("HTTP/")) {
+		if i := bytes.Index(x.Response, []byte("\r\n\r\n")); i >= 0 {
+			payloadDigest = Digest(x.Response[i+4:])
+		}
+	}
+	for {
+		w.mu.Lock()
+		closed, infoID := w.closed, w.infoID
+		w.mu.Unlock()
+		if closed {
+			return ErrClosed
+		}
+		var buf bytes.Buffer
+		buf.Grow(len(x.Request)/2 + len(x.Response)/2 + 1024)
+		fields := []field{
+			{"WARC-Type", "request"},
+			{"WARC-Record-ID", reqID},
+			{"WARC-Date", date},
+			{"WARC-Target-URI", target},
+		}
+		if x.IP != "" {
+			fields = append(fields, field{"WARC-IP-Address", oneLine(x.IP)})
+		}
+		fields = append(fields,
+			field{"WARC-Concurrent-To", respID},
+			field{"WARC-Warcinfo-ID", infoID},
+			field{"Content-Type", "application/http;msgtype=request"},
+		)
+		if err := w.appendRecord(&buf, fields, x.Request); err != nil {
+			return err
+		}
+		fields = []field{
+			{"WARC-Type", "response"},
+			{"WARC-Record-ID", respID},
+			{"WARC-Date", date},
+			{"WARC-Target-URI", target},
+		}
+		if x.IP != "" {
+			fields = append(fields, field{"WARC-IP-Address", oneLine(x.IP)})
+		}
+		fields = append(fields,
+			field{"WARC-Warcinfo-ID", infoID},
+			field{"Content-Type", "application/http;msgtype=response"},
+		)
+		if payloadDigest != "" {
+			fields = append(fields, field{"WARC-Payload-Digest", payloadDigest})
+		}
+		if x.Truncated {
+			fields = append(fields, field{"WARC-Truncated", "length"})
+		}
+		if err := w.appendRecord(&buf, fields, x.Response); err != nil {
+			return err
+		}
+
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return ErrClosed
+		}
+		if w.infoID != infoID { // rotated meanwhile: rebuild for the new file
+			w.mu.Unlock()
+			continue
+		}
+		err := w.writeLocked(buf.Bytes())
+		w.mu.Unlock()
+		return err
+	}
+}
+
+// writeLocked appends b to the current file (opening one if needed) and rotates when full.
+func (w *WARCWriter) writeLocked(b []byte) error {
+	if w.f == nil {
+		if err := w.openLocked(); err != nil {
+			return err
+		}
+	}
+	if _, err := w.f.Write(b); err != nil {
+		werr := fmt.Errorf("archive: write %s: %w", w.openPath, err)
+		// Cut the partial member so the file stays readable; give up on the file otherwise.
+		if terr := w.f.Truncate(w.size); terr != nil {
+			w.abandonLocked()
+		} else if _, serr := w.f.Seek(w.size, 0); serr != nil {
+			w.abandonLocked()
+		}
+		return werr
+	}
+	w.size += int64(len(b))
+	if w.size >= w.cfg.MaxSize {
+		return w.finishLocked()
+	}
+	return nil
+}
+
+func (w *WARCWriter) openLocked() error {
+	var rnd [3]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return fmt.Errorf("archive: random file suffix: %w", err)
+	}
+	name := fmt.Sprintf("%s-%s-%05d-%s.warc.gz", w.cfg.Prefix, time.Now().UTC().Format("20060102150405"), w.serial, hex.EncodeToString(rnd[:]))
+	path := filepath.Join(w.cfg.Dir, name+OpenSuffix)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("archive: create %s: %w", path, err)
+	}
+	host, _ := os.Hostname()
+	info := "software: " + oneLine(w.cfg.Software) + "\r\n" +
+		"format: WARC File Format 1.1\r\n" +
+		"conformsTo: http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/\r\n"
+	if host != "" {
+		info += "hostname: " + oneLine(host) + "\r\n"
+	}
+	var buf bytes.Buffer
+	err = w.appendRecord(&buf, []field{
+		{"WARC-Type", "warcinfo"},
+		{"WARC-Record-ID", w.infoID},
+		{"WARC-Date", warcDate(time.Now())},
+		{"WARC-Filename", name},
+		{"Content-Type", "application/warc-fields"},
+	}, []byte(info))
+	if err == nil {
+		_, err = f.Write(buf.Bytes())
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("archive: write warcinfo to %s: %w", path, err)
+	}
+	w.f, w.openPath, w.size = f, path, int64(buf.Len())
+	w.serial++
+	return nil
+}
+
+// finishLocked syncs, closes and renames the current file; the next write opens a new one.
+func (w *WARCWriter) finishLocked() error {
+	f, path := w.f, w.openPath
+	w.f, w.openPath, w.size = nil, "", 0
+	if id, err := newRecordID(); err == nil {
+		w.infoID = id
+	}
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("archive: close %s: %w", path, err)
+	}
+	final := strings.TrimSuffix(path, OpenSuffix)
+	if err := os.Rename(path, final); err != nil {
+		return fmt.Errorf("archive: rename %s: %w", path, err)
+	}
+	syncDir(w.cfg.Dir)
+	w.files = append(w.files, final)
+	return nil
+}
+
+// abandonLocked closes the current file without renaming it (Recover repairs it later).
+func (w *WARCWriter) abandonLocked() {
+	w.f.Close()
+	w.f, w.openPath, w.size = nil, "", 0
+	if id, err := newRecordID(); err == nil {
+		w.infoID = id
+	}
+}
+
+// Rotate closes the current file (if any); the next write starts a new one.
+func (w *WARCWriter) Rotate() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	return w.finishLocked()
+}
+
+// Files returns the paths of the finished files so far, oldest first.
+func (w *WARCWriter) Files() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.files...)
+}
+
+// Close finishes the current file (sync, rename from .open). Later writes fail with ErrClosed.
+// Close is idempotent.
+func (w *WARCWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if w.f == nil {
+		return nil
+	}
+	return w.finishLocked()
+}
+
+type field struct{ name, value string }
+
+// appendRecord appends one gzip member holding a complete WARC record to dst.
+func (w *WARCWriter) appendRecord(dst *bytes.Buffer, fields []field, block []byte) error {
+	var hdr bytes.Buffer
+	hdr.Grow(512)
+	hdr.WriteString("WARC/1.1\r\n")
+	for _, f := range fields {
+		hdr.WriteString(f.name)
+		hdr.WriteString(": ")
+		hdr.WriteString(f.value)
+		hdr.WriteString("\r\n")
+	}
+	hdr.WriteString("WARC-Block-Digest: ")
+	hdr.WriteString(Digest(block))
+	hdr.WriteString("\r\nContent-Length: ")
+	hdr.WriteString(strconv.Itoa(len(block)))
+	hdr.WriteString("\r\n\r\n")
+
+	zw, _ := w.pool.Get().(*gzip.Writer)
+	if zw == nil {
+		var err error
+		if zw, err = gzip.NewWriterLevel(dst, w.cfg.CompressionLevel); err != nil {
+			return fmt.Errorf("archive: gzip: %w", err)
+		}
+	} else {
+		zw.Reset(dst)
+	}
+	defer w.pool.Put(zw)
+	zw.Write(hdr.Bytes()) // writes to a bytes.Buffer cannot fail
+	zw.Write(block)
+	zw.Write([]byte("\r\n\r\n"))
+	return zw.Close()
+}
+
+// Digest returns the WARC digest of b: "sha1:" and the base32 of its SHA-1.
+func Digest(b []byte) string {
+	sum := sha1.Sum(b)
+	return "sha1:" + base32.StdEncoding.EncodeToString(sum[:])
+}
+
+func newRecordID() (string, error) {
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("archive: record id: %w", err)
+	}
+	return "<urn:uuid:" + u.String() + ">", nil
+}
+
+// warcDate formats t as a WARC 1.1 date (UTC, fractional seconds only when present).
+func warcDate(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func oneLine(s string) string {
+	if strings.ContainsAny(s, "\r\n") {
+		return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	}
+	return s
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// HTTPResponseBlock builds the block of a WARC response record: status line, the headers as
+// received (Content-Encoding kept, Transfer-Encoding removed, Content-Length set to the raw body
+// length), a blank line and the body as transferred. proto "" means "HTTP/1.1".
+func HTTPResponseBlock(proto string, status int, header http.Header, rawBody []byte) []byte {
+	if proto == "" {
+		proto = "HTTP/1.1"
+	}
+	var b bytes.Buffer
+	b.Grow(len(rawBody) + 64 + 64*len(header))
+	b.WriteString(oneLine(proto))
+	b.WriteByte(' ')
+	b.WriteString(fmt.Sprintf("%03d", status))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(status))
+	b.WriteString("\r\n")
+	h := header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Del("Transfer-Encoding")
+	h["Content-Length"] = []string{strconv.Itoa(len(rawBody))}
+	h.Write(&b) // sorted; newlines in values are replaced; cannot fail on a bytes.Buffer
+	b.WriteString("\r\n")
+	b.Write(rawBody)
+	return b.Bytes()
+}

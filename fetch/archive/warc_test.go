@@ -1,0 +1,418 @@
+package archive
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func testExchange(i int, bodySize int) (target string, req, resp []byte) {
+	target = fmt.Sprintf("http://h%d.synth.test/p/%d", i%7, i)
+	req = []byte(fmt.Sprintf("GET /p/%d HTTP/1.1\r\nHost: h%d.synth.test\r\nUser-Agent: t\r\nAccept-Encoding: gzip, deflate\r\n\r\n", i, i%7))
+	body := make([]byte, bodySize)
+	r := rand.New(rand.NewPCG(uint64(i), 1))
+	for j := range body {
+		body[j] = byte('a' + r.IntN(26))
+	}
+	h := http.Header{"Content-Type": {"text/html"}, "Transfer-Encoding": {"chunked"}, "Content-Length": {"999999"}}
+	resp = HTTPResponseBlock("HTTP/1.1", 200, h, body)
+	return
+}
+
+type rec struct {
+	h     map[string]string
+	block []byte
+}
+
+func readAll(t *testing.T, path string) ([]rec, error) {
+	t.Helper()
+	var out []rec
+	err := ReadWARC(path, func(h map[string]string, block []byte) error {
+		out = append(out, rec{h, append([]byte(nil), block...)})
+		return nil
+	})
+	return out, err
+}
+
+func newWriter(t *testing.T, dir string, maxSize int64) *WARCWriter {
+	t.Helper()
+	c := DefaultWARCConfig(dir)
+	c.Prefix = "test"
+	if maxSize > 0 {
+		c.MaxSize = maxSize
+	}
+	w, err := NewWARCWriter(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+var fileNameRE = regexp.MustCompile(`^test-\d{14}-(\d{5})-[0-9a-f]{6}\.warc\.gz$`)
+
+// checkFile verifies the structure of one file and returns its records.
+func checkFile(t *testing.T, path string) []rec {
+	t.Helper()
+	recs, err := readAll(t, path)
+	if err != nil {
+		t.Fatalf("ReadWARC(%s): %v", path, err)
+	}
+	if len(recs) == 0 || recs[0].h["WARC-Type"] != "warcinfo" {
+		t.Fatalf("%s: does not start with warcinfo", path)
+	}
+	info := recs[0].h
+	if info["WARC-Filename"] != filepath.Base(path) || info["Content-Type"] != "application/warc-fields" {
+		t.Fatalf("%s: warcinfo %v", path, info)
+	}
+	responses := map[string]rec{}
+	for _, r := range recs[1:] {
+		if r.h["WARC-Type"] == "response" {
+			responses[r.h["WARC-Record-ID"]] = r
+		}
+	}
+	for i, r := range recs {
+		h := r.h
+		if Digest(r.block) != h["WARC-Block-Digest"] || fmt.Sprint(len(r.block)) != h["Content-Length"] {
+			t.Fatalf("%s record %d: digest/length mismatch", path, i)
+		}
+		if !regexp.MustCompile(`^<urn:uuid:[0-9a-f-]{36}>$`).MatchString(h["WARC-Record-ID"]) {
+			t.Fatalf("record id %q", h["WARC-Record-ID"])
+		}
+		if _, err := time.Parse(time.RFC3339Nano, h["WARC-Date"]); err != nil || !strings.HasSuffix(h["WARC-Date"], "Z") {
+			t.Fatalf("WARC-Date %q", h["WARC-Date"])
+		}
+		if i == 0 {
+			continue
+		}
+		if h["WARC-Warcinfo-ID"] != info["WARC-Record-ID"] {
+			t.Fatalf("%s record %d: Warcinfo-ID %s, file's warcinfo is %s", path, i, h["WARC-Warcinfo-ID"], info["WARC-Record-ID"])
+		}
+		switch h["WARC-Type"] {
+		case "request":
+			resp, ok := responses[h["WARC-Concurrent-To"]]
+			if !ok || resp.h["WARC-Target-URI"] != h["WARC-Target-URI"] || h["Content-Type"] != "application/http;msgtype=request" {
+				t.Fatalf("%s record %d: request not linked to its response", path, i)
+			}
+		case "response":
+			j := bytes.Index(r.block, []byte("\r\n\r\n"))
+			if j < 0 || Digest(r.block[j+4:]) != h["WARC-Payload-Digest"] || h["Content-Type"] != "application/http;msgtype=response" {
+				t.Fatalf("%s record %d: payload digest", path, i)
+			}
+		default:
+			t.Fatalf("%s record %d: type %q", path, i, h["WARC-Type"])
+		}
+	}
+	return recs
+}
+
+func TestWARCConcurrentWriteRead(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, 0)
+	const workers, per = 8, 40
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				n := g*per + i
+				target, req, resp := testExchange(n, 300+n)
+				if err := w.WriteExchange(target, "127.0.0.1", time.Now(), req, resp); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	target, req, resp := testExchange(0, 1)
+	if err := w.WriteExchange(target, "", time.Now(), req, resp); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after Close: %v", err)
+	}
+	files := w.Files()
+	if len(files) != 1 || !fileNameRE.MatchString(filepath.Base(files[0])) {
+		t.Fatalf("files %v", files)
+	}
+	if open, _ := filepath.Glob(filepath.Join(dir, "*.open")); len(open) != 0 {
+		t.Fatalf("left open: %v", open)
+	}
+	recs := checkFile(t, files[0])
+	if len(recs) != 2*workers*per+1 {
+		t.Fatalf("%d records, want %d", len(recs), 2*workers*per+1)
+	}
+	// Blocks round-trip byte for byte.
+	seen := 0
+	for _, r := range recs {
+		if r.h["WARC-Target-URI"] == "http://h5.synth.test/p/12" && r.h["WARC-Type"] == "response" {
+			_, _, want := testExchange(12, 312)
+			if !bytes.Equal(r.block, want) || r.h["WARC-IP-Address"] != "127.0.0.1" {
+				t.Fatal("response block differs from what was written")
+			}
+			seen++
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("target seen %d times", seen)
+	}
+}
+
+func TestWARCRotation(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, 8<<10)
+	const n = 60
+	for i := 0; i < n; i++ {
+		target, req, resp := testExchange(i, 1000)
+		if err := w.WriteExchange(target, "10.0.0.1", time.Unix(1700000000, 0), req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := w.Files()
+	if len(files) < 3 {
+		t.Fatalf("only %d files", len(files))
+	}
+	total := 0
+	for i, f := range files {
+		m := fileNameRE.FindStringSubmatch(filepath.Base(f))
+		if m == nil || m[1] != fmt.Sprintf("%05d", i) {
+			t.Fatalf("file %d named %s", i, f)
+		}
+		recs := checkFile(t, f)
+		if (len(recs)-1)%2 != 0 {
+			t.Fatalf("%s: an exchange was split across files", f)
+		}
+		total += len(recs)
+		if recs[1].h["WARC-Date"] != "2023-11-14T22:13:20Z" {
+			t.Fatalf("date %q", recs[1].h["WARC-Date"])
+		}
+	}
+	if total != 2*n+len(files) {
+		t.Fatalf("%d records in %d files, want %d", total, len(files), 2*n+len(files))
+	}
+}
+
+// writeFile writes n exchanges into a fresh file and returns its path.
+func writeFile(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	w := newWriter(t, dir, 0)
+	for i := 0; i < n; i++ {
+		target, req, resp := testExchange(i, 2000)
+		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Files()[0]
+}
+
+// memberEnds returns the offsets at which gzip members end.
+func memberEnds(t *testing.T, path string) []int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []int64
+	br := bytes.NewReader(data)
+	for br.Len() > 0 {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr.Multistream(false)
+		if _, err := io.Copy(io.Discard, zr); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, int64(len(data)-br.Len()))
+	}
+	return ends
+}
+
+func TestTornRecordAndRecover(t *testing.T) {
+	const n = 6
+	orig := writeFile(t, n)
+	data, _ := os.ReadFile(orig)
+	ends := memberEnds(t, orig) // 1 warcinfo + 2n members
+	if len(ends) != 2*n+1 || ends[len(ends)-1] != int64(len(data)) {
+		t.Fatalf("member ends %v (file %d bytes)", ends, len(data))
+	}
+	lastResp := ends[len(ends)-2] // start of the last response member
+	tests := []struct {
+		name      string
+		cut       int64 // file length after the simulated crash
+		readRecs  int   // records ReadWARC delivers before the error
+		keptRecs  int   // records after Recover
+		removed   bool
+		wantClean bool
+	}{
+		{"last byte missing", int64(len(data)) - 1, 2 * n, 2*n - 1, false, false},
+		{"mid last response", lastResp + (int64(len(data))-lastResp)/2, 2 * n, 2*n - 1, false, false},
+		{"inside gzip header of last response", lastResp + 5, 2 * n, 2*n - 1, false, false},
+		{"exactly after a request", lastResp, 2 * n, 2*n - 1, false, true},
+		{"mid warcinfo", ends[0] / 2, 0, 0, true, false},
+		{"complete", int64(len(data)), 2*n + 1, 2*n + 1, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, filepath.Base(orig))
+			if err := os.WriteFile(path, data[:tt.cut], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := readAll(t, path)
+			if tt.wantClean != (err == nil) || (err != nil && !errors.Is(err, ErrTornRecord)) {
+				t.Fatalf("ReadWARC err = %v, want torn=%v", err, !tt.wantClean)
+			}
+			if len(recs) != tt.readRecs {
+				t.Fatalf("ReadWARC delivered %d records, want %d", len(recs), tt.readRecs)
+			}
+			// The crash left it as .open: Recover repairs and renames it.
+			if err := os.Rename(path, path+OpenSuffix); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Recover(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Files) != 1 || rep.Files[0].Removed != tt.removed || rep.Files[0].Records != tt.keptRecs {
+				t.Fatalf("report %+v", rep)
+			}
+			if tt.removed {
+				if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+					t.Fatalf("left %v", ents)
+				}
+				return
+			}
+			if rep.Files[0].Final != path {
+				t.Fatalf("renamed to %q", rep.Files[0].Final)
+			}
+			fi, _ := os.Stat(path)
+			if rep.Files[0].Cut != tt.cut-fi.Size() {
+				t.Fatalf("Cut %d, but %d bytes were removed", rep.Files[0].Cut, tt.cut-fi.Size())
+			}
+			recs = checkFile(t, path)
+			if len(recs) != tt.keptRecs {
+				t.Fatalf("%d records after Recover, want %d", len(recs), tt.keptRecs)
+			}
+			if rep, err := Recover(dir); err != nil || len(rep.Files) != 0 {
+				t.Fatalf("second Recover: %+v %v", rep, err)
+			}
+		})
+	}
+}
+
+func TestReadWARCMalformed(t *testing.T) {
+	orig := writeFile(t, 3)
+	data, _ := os.ReadFile(orig)
+	ends := memberEnds(t, orig)
+	dir := t.TempDir()
+
+	// A flipped byte inside a member (bad deflate data or CRC).
+	bad := append([]byte(nil), data...)
+	bad[ends[2]+(ends[3]-ends[2])/2] ^= 0xff
+	p := filepath.Join(dir, "flip.warc.gz")
+	os.WriteFile(p, bad, 0o644)
+	if _, err := readAll(t, p); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("flipped byte: %v", err)
+	}
+
+	member := func(rec string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(rec))
+		zw.Close()
+		return b.Bytes()
+	}
+	block := "hello"
+	tests := []struct{ name, rec string }{
+		{"digest mismatch", "WARC/1.1\r\nWARC-Type: resource\r\nWARC-Block-Digest: " + Digest([]byte("other")) + "\r\nContent-Length: 5\r\n\r\n" + block + "\r\n\r\n"},
+		{"content-length too long", "WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: 9\r\n\r\n" + block + "\r\n\r\n"},
+		{"content-length too short", "WARC/1.1\r\nWARC-Type: resource\r\nContent-Length: 3\r\n\r\n" + block + "\r\n\r\n"},
+		{"no content-length", "WARC/1.1\r\nWARC-Type: resource\r\n\r\n" + block + "\r\n\r\n"},
+		{"bad version", "HTTP/1.1 200 OK\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		p := filepath.Join(dir, strings.ReplaceAll(tt.name, " ", "_")+".warc.gz")
+		os.WriteFile(p, append(append([]byte(nil), data...), member(tt.rec)...), 0o644)
+		recs, err := readAll(t, p)
+		if !errors.Is(err, ErrMalformed) || len(recs) != 7 {
+			t.Errorf("%s: %d records, err %v; want 7 and ErrMalformed", tt.name, len(recs), err)
+		}
+	}
+	// Several records in one member are fine.
+	two := "WARC/1.0\r\nWARC-Type: resource\r\nContent-Length: 5\r\n\r\nhello\r\n\r\n"
+	p = filepath.Join(dir, "two.warc.gz")
+	os.WriteFile(p, member(two+two), 0o644)
+	if recs, err := readAll(t, p); err != nil || len(recs) != 2 || string(recs[1].block) != "hello" {
+		t.Fatalf("two records in one member: %d %v", len(recs), err)
+	}
+	// fn's error stops the scan and comes back unwrapped.
+	stop := errors.New("stop")
+	if err := ReadWARC(orig, func(map[string]string, []byte) error { return stop }); err != stop {
+		t.Fatalf("fn error: %v", err)
+	}
+}
+
+func TestHTTPResponseBlock(t *testing.T) {
+	h := http.Header{
+		"Content-Type":      {"text/html"},
+		"Content-Encoding":  {"gzip"},
+		"Transfer-Encoding": {"chunked"},
+		"Content-Length":    {"1"},
+		"X-Evil":            {"a\r\nInjected: 1"},
+	}
+	got := string(HTTPResponseBlock("HTTP/1.1", 404, h, []byte("RAW")))
+	want := "HTTP/1.1 404 Not Found\r\nContent-Encoding: gzip\r\nContent-Length: 3\r\nContent-Type: text/html\r\nX-Evil: a  Injected: 1\r\n\r\nRAW"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	if h.Get("Transfer-Encoding") != "chunked" {
+		t.Fatal("caller's header modified")
+	}
+	if got := string(HTTPResponseBlock("", 200, nil, nil)); got != "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n" {
+		t.Fatalf("nil header: %q", got)
+	}
+}
+
+func TestWARCConfigValidate(t *testing.T) {
+	mod := func(f func(*WARCConfig)) WARCConfig { c := DefaultWARCConfig(t.TempDir()); f(&c); return c }
+	tests := []struct {
+		name string
+		c    WARCConfig
+		key  string
+	}{
+		{"default", DefaultWARCConfig(t.TempDir()), ""},
+		{"no dir", mod(func(c *WARCConfig) { c.Dir = "" }), "dir"},
+		{"prefix slash", mod(func(c *WARCConfig) { c.Prefix = "a/b" }), "prefix"},
+		{"prefix empty", mod(func(c *WARCConfig) { c.Prefix = "" }), "prefix"},
+		{"max small", mod(func(c *WARCConfig) { c.MaxSize = 10 }), "max_size"},
+		{"level", mod(func(c *WARCConfig) { c.CompressionLevel = 0 }), "compression_level"},
+		{"software", mod(func(c *WARCConfig) { c.Software = "a\nb" }), "software"},
+	}
+	for _, tt := range tests {
+		err := tt.c.Validate()
+		if (tt.key == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.key)) {
+			t.Errorf("%s: err %v, want key %q", tt.name, err, tt.key)
+		}
+	}
+}

@@ -1,0 +1,453 @@
+package fetch
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ClientConfig configures the HTTP client. Zero fields are not defaults: start from
+// DefaultClientConfig.
+type ClientConfig struct {
+	UserAgent      string        // User-Agent header; default "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)"
+	ConnectTimeout time.Duration // TCP connect and TLS handshake; default 15s, valid 1ms..10m
+	HeaderTimeout  time.Duration // request written -> response headers read; default 10s, valid 1ms..10m
+	BodyTimeout    time.Duration // response headers -> body fully read; default 20s, valid 1ms..1h
+	MaxBodySize    int64         // bytes kept of the transferred body and of the decoded body; default 10 MiB, valid 1..1 GiB
+	AllowPrivate   bool          // allow loopback/private/link-local/metadata addresses (--allow-private); default false
+	Resolve        []ResolveRule // --resolve rules, first match wins; default none
+	MaxIdleConns   int           // idle keep-alive connections kept over all hosts (one per host at most); default 1024, valid 0..1000000 (0 = unlimited)
+}
+
+// DefaultClientConfig returns the defaults (timeouts of the issue: connect 15s, header 10s, body 20s).
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{
+		UserAgent:      "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
+		ConnectTimeout: 15 * time.Second,
+		HeaderTimeout:  10 * time.Second,
+		BodyTimeout:    20 * time.Second,
+		MaxBodySize:    10 << 20,
+		MaxIdleConns:   1024,
+	}
+}
+
+// Validate checks every field and names the offending key and its allowed range.
+func (c ClientConfig) Validate() error {
+	if strings.TrimSpace(c.UserAgent) == "" || strings.ContainsAny(c.UserAgent, "\r\n") {
+		return fmt.Errorf("fetch: user_agent=%q: must be non-empty, one line", c.UserAgent)
+	}
+	durs := []struct {
+		key string
+		v   time.Duration
+		max time.Duration
+	}{
+		{"connect_timeout", c.ConnectTimeout, 10 * time.Minute},
+		{"header_timeout", c.HeaderTimeout, 10 * time.Minute},
+		{"body_timeout", c.BodyTimeout, time.Hour},
+	}
+	for _, d := range durs {
+		if d.v < time.Millisecond || d.v > d.max {
+			return fmt.Errorf("fetch: %s=%s: must be in 1ms..%s", d.key, d.v, d.max)
+		}
+	}
+	if c.MaxBodySize < 1 || c.MaxBodySize > 1<<30 {
+		return fmt.Errorf("fetch: max_body_size=%d: must be in 1..%d", c.MaxBodySize, int64(1<<30))
+	}
+	if c.MaxIdleConns < 0 || c.MaxIdleConns > 1000000 {
+		return fmt.Errorf("fetch: max_idle_conns=%d: must be in 0..1000000", c.MaxIdleConns)
+	}
+	for i, r := range c.Resolve {
+		if _, err := ParseResolve(r.String()); err != nil {
+			return fmt.Errorf("fetch: resolve[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Client fetches single URLs without following redirects, over one shared keep-alive transport
+// with at most one connection per host. Safe for concurrent use.
+type Client struct {
+	cfg    ClientConfig
+	dialer net.Dialer
+	res    *net.Resolver
+	tr     *http.Transport
+	hc     *http.Client
+}
+
+// Response is one HTTP exchange as fetched.
+type Response struct {
+	URL         string        // the requested URL
+	Status      int           // HTTP status code
+	Header      http.Header   // response headers as received (Content-Encoding kept)
+	Body        []byte        // decoded (gzip/deflate) body, at most MaxBodySize bytes
+	RawBody     []byte        // body as transferred (still content-encoded), at most MaxBodySize bytes; for WARC
+	Truncated   bool          // the transferred or the decoded body exceeded MaxBodySize and was cut
+	Location    string        // for 3xx: Location resolved against URL (absolute, not normalized); else ""
+	ContentType string        // media type of Content-Type, lower-case, without parameters
+	Duration    time.Duration // request start -> body read
+	RequestDump []byte        // the request as sent (request line, Host, headers, blank line); for WARC
+	Proto       string        // e.g. "HTTP/1.1"
+	IP          string        // remote IP of the connection used
+}
+
+// ErrBodyTimeout is returned (wrapped) when the body was not read within BodyTimeout.
+// ErrorKind classifies it as "timeout".
+var ErrBodyTimeout error = &fetchTimeoutError{"fetch: body read timeout"}
+
+type fetchTimeoutError struct{ msg string }
+
+func (e *fetchTimeoutError) Error() string   { return e.msg }
+func (e *fetchTimeoutError) Timeout() bool   { return true }
+func (e *fetchTimeoutError) Temporary() bool { return true }
+
+// ErrBadURL is returned (wrapped) for a URL that cannot be fetched (not absolute http/https).
+var ErrBadURL = errors.New("fetch: bad URL")
+
+// NewClient validates c and builds the client and its transport.
+func NewClient(c ClientConfig) (*Client, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	c.Resolve = append([]ResolveRule(nil), c.Resolve...)
+	cl := &Client{cfg: c, res: net.DefaultResolver}
+	cl.dialer = net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
+	if !c.AllowPrivate {
+		// Last line of defence: the address actually connected to, whatever resolved it.
+		cl.dialer.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("fetch: dial %s: %w", address, err)
+			}
+			if IsPrivateAddr(ap.Addr()) {
+				return &PrivateAddressError{Host: address, IP: ap.Addr()}
+			}
+			return nil
+		}
+	}
+	cl.tr = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           cl.dialContext,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   c.ConnectTimeout,
+		ResponseHeaderTimeout: c.HeaderTimeout,
+		DisableCompression:    true,
+		MaxConnsPerHost:       1,
+		MaxIdleConnsPerHost:   1,
+		MaxIdleConns:          c.MaxIdleConns,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     false,
+	}
+	cl.hc = &http.Client{
+		Transport:     cl.tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return cl, nil
+}
+
+// Close closes idle connections. In-flight fetches are not interrupted (cancel their contexts).
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// dialContext applies --resolve rules, then the private-address guard, then dials.
+func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: dial %s: %w", addr, err)
+	}
+	target := addr
+	if t, ok := resolveTarget(c.cfg.Resolve, host, port); ok {
+		target = t
+		host, port, _ = net.SplitHostPort(t)
+	}
+	if c.cfg.AllowPrivate {
+		return c.dialer.DialContext(ctx, network, target)
+	}
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		ips, err = c.res.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+	}
+	var firstErr error
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if IsPrivateAddr(ip) {
+			if firstErr == nil {
+				firstErr = &PrivateAddressError{Host: host, IP: ip}
+			}
+			continue
+		}
+		conn, err := c.dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		var pe *PrivateAddressError
+		if firstErr == nil || errors.As(firstErr, &pe) {
+			firstErr = err // a real dial error says more than a skipped private address
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if firstErr == nil {
+		firstErr = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	}
+	return nil, firstErr
+}
+
+// Fetch performs one GET of rawURL (absolute http/https). Redirects are not followed: a 3xx is
+// returned with Location resolved. Errors are wrapped; classify them with ErrorKind.
+func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
+	start := time.Now()
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var mu sync.Mutex
+	var remoteIP string
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if info.Conn == nil {
+			return
+		}
+		ip := info.Conn.RemoteAddr().String()
+		if h, _, err := net.SplitHostPort(ip); err == nil {
+			ip = h
+		}
+		mu.Lock()
+		remoteIP = ip
+		mu.Unlock()
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %q: %w: %v", rawURL, ErrBadURL, err)
+	}
+	if (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
+		return nil, fmt.Errorf("fetch: %q: %w: want absolute http or https", rawURL, ErrBadURL)
+	}
+	req.Header["User-Agent"] = []string{c.cfg.UserAgent}
+	req.Header["Accept-Encoding"] = []string{"gzip, deflate"}
+
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: %w", err)
+	}
+	defer resp.Body.Close()
+
+	max := c.cfg.MaxBodySize
+	timer := time.AfterFunc(c.cfg.BodyTimeout, func() { cancel(ErrBodyTimeout) })
+	raw, rerr := readBounded(resp.Body, max+1, resp.ContentLength)
+	timer.Stop()
+	if rerr != nil {
+		if cause := context.Cause(rctx); errors.Is(cause, ErrBodyTimeout) {
+			return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), ErrBodyTimeout)
+		}
+		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), rerr)
+	}
+	r := &Response{
+		URL:         rawURL,
+		Status:      resp.StatusCode,
+		Header:      resp.Header,
+		Proto:       resp.Proto,
+		RequestDump: requestDump(req),
+	}
+	if int64(len(raw)) > max {
+		raw = raw[:max:max]
+		r.Truncated = true
+	}
+	r.RawBody = raw
+	var dtrunc bool
+	r.Body, dtrunc = decodeBody(resp.Header.Get("Content-Encoding"), raw, max)
+	r.Truncated = r.Truncated || dtrunc
+	r.ContentType = clientMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if u, err := req.URL.Parse(strings.TrimSpace(loc)); err == nil {
+				r.Location = u.String()
+			}
+		}
+	}
+	mu.Lock()
+	r.IP = remoteIP
+	mu.Unlock()
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+// Get adapts Fetch to the robots fetcher's signature (status, headers, decoded body).
+func (c *Client) Get(ctx context.Context, rawURL string) (int, http.Header, []byte, error) {
+	r, err := c.Fetch(ctx, rawURL)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return r.Status, r.Header, r.Body, nil
+}
+
+// readBounded reads at most limit bytes of r, pre-sizing with the announced length.
+func readBounded(r io.Reader, limit, announced int64) ([]byte, error) {
+	size := int64(512)
+	if announced > 0 {
+		size = min(announced+1, limit)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(io.LimitReader(r, limit))
+	return buf.Bytes(), err
+}
+
+var gzipReaderPool sync.Pool // *gzip.Reader
+
+// decodeBody decodes a gzip or deflate body (zlib-wrapped or raw) up to max bytes. Partial or
+// corrupt streams keep what decoded; an undecodable header or an unknown encoding yields raw.
+func decodeBody(encoding string, raw []byte, max int64) ([]byte, bool) {
+	enc := ""
+	for _, tok := range strings.Split(encoding, ",") {
+		tok = strings.ToLower(strings.TrimSpace(tok))
+		if tok == "" || tok == "identity" {
+			continue
+		}
+		if enc != "" {
+			return raw, false // stacked encodings: keep the bytes as they are
+		}
+		enc = tok
+	}
+	var rd io.Reader
+	switch enc {
+	case "":
+		return raw, false
+	case "gzip", "x-gzip":
+		zr, _ := gzipReaderPool.Get().(*gzip.Reader)
+		var err error
+		if zr == nil {
+			zr, err = gzip.NewReader(bytes.NewReader(raw))
+		} else {
+			err = zr.Reset(bytes.NewReader(raw))
+		}
+		if err != nil {
+			return raw, false
+		}
+		defer gzipReaderPool.Put(zr)
+		rd = zr
+	case "deflate":
+		if looksZlib(raw) {
+			zr, err := zlib.NewReader(bytes.NewReader(raw))
+			if err != nil {
+				return raw, false
+			}
+			defer zr.Close()
+			rd = zr
+		} else {
+			fr := flate.NewReader(bytes.NewReader(raw))
+			defer fr.Close()
+			rd = fr
+		}
+	default:
+		return raw, false
+	}
+	out, _ := readBounded(rd, max+1, int64(len(raw))*4) // partial output is kept on error
+	if int64(len(out)) > max {
+		return out[:max:max], true
+	}
+	return out, false
+}
+
+// looksZlib reports whether b starts with a zlib (RFC 1950) header using deflate.
+func looksZlib(b []byte) bool {
+	return len(b) >= 2 && b[0]&0x0f == 8 && b[0]>>4 <= 7 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
+}
+
+func clientMediaType(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	if mt, _, err := mime.ParseMediaType(ct); err == nil {
+		return mt
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(mt))
+}
+
+// requestDump renders the request as the transport writes it for HTTP/1.1.
+func requestDump(req *http.Request) []byte {
+	var b bytes.Buffer
+	b.Grow(256)
+	b.WriteString(req.Method)
+	b.WriteByte(' ')
+	b.WriteString(req.URL.RequestURI())
+	b.WriteString(" HTTP/1.1\r\nHost: ")
+	host := req.Host
+	if host == "" {
+		host = req.URL.Host
+	}
+	b.WriteString(host)
+	b.WriteString("\r\nUser-Agent: ")
+	b.WriteString(req.Header.Get("User-Agent"))
+	b.WriteString("\r\n")
+	h := req.Header.Clone()
+	h.Del("User-Agent")
+	_ = h.Write(&b)
+	b.WriteString("\r\n")
+	return b.Bytes()
+}
+
+// ErrorKinds lists every value ErrorKind returns for a non-nil error (for metric labels).
+var ErrorKinds = []string{"timeout", "dns", "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url", "other"}
+
+// ErrorKind classifies a Fetch error: "timeout", "dns", "conn_refused", "conn_reset",
+// "private_address", "tls", "canceled", "bad_url" or "other"; "" for nil. Bodies over
+// MaxBodySize are not errors (Response.Truncated).
+func ErrorKind(err error) string {
+	if err == nil {
+		return ""
+	}
+	var (
+		dnsErr   *net.DNSError
+		netErr   net.Error
+		recErr   tls.RecordHeaderError
+		alertErr tls.AlertError
+		verErr   *tls.CertificateVerificationError
+		uaErr    x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		certErr  x509.CertificateInvalidError
+	)
+	switch {
+	case errors.Is(err, ErrPrivateAddress):
+		return "private_address"
+	case errors.Is(err, ErrBadURL):
+		return "bad_url"
+	case errors.As(err, &dnsErr):
+		return "dns"
+	case errors.Is(err, ErrBodyTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "conn_refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "conn_reset"
+	case errors.As(err, &recErr), errors.As(err, &alertErr), errors.As(err, &verErr),
+		errors.As(err, &uaErr), errors.As(err, &hostErr), errors.As(err, &certErr):
+		return "tls"
+	}
+	if strings.Contains(err.Error(), "tls: ") {
+		return "tls"
+	}
+	return "other"
+}

@@ -1,0 +1,189 @@
+package fetch
+
+import (
+	"bytes"
+	"net/url"
+	"strings"
+
+	"github.com/PuerkitoBio/goquery"
+	"golang.org/x/net/html"
+)
+
+// Page is what link extraction found in an HTML document.
+type Page struct {
+	// Links: absolute, normalized http(s) URLs in document order,
+	// de-duplicated (first occurrence kept).
+	Links []Link
+	// NoFollow, NoIndex: from <meta name="robots" content="..."> (nofollow,
+	// noindex, none = both), case-insensitive, any number of such tags.
+	NoFollow, NoIndex bool
+	// Base: the URL links were resolved against (the first <base href> if it
+	// resolves, else the document URL), normalized; "" if there is none.
+	Base string
+}
+
+// Link is one outlink of a page.
+type Link struct {
+	URL string // absolute, normalized by Normalize
+	// NoFollow: rel contains "nofollow" on every <a>/<area> of the page that
+	// links to URL (one followed occurrence makes the link followed).
+	NoFollow bool
+}
+
+// Kinds of pageItem.
+const (
+	itemLink = iota
+	itemNoFollowLink
+	itemBase
+)
+
+// pageItem is a link or <base> found in a page, in DOM order.
+type pageItem struct {
+	kind   uint8
+	inBody bool // dropped if a <frameset> replaces the body
+	val    string
+}
+
+// finishPage resolves the collected items (in DOM order) into a Page.
+func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page {
+	var base baseURL
+	if docURL != nil {
+		base, _ = newBase(docURL.String())
+	}
+	for _, it := range items {
+		if it.kind != itemBase {
+			continue
+		}
+		if s, err := base.resolve(it.val); err == nil {
+			if b, err := newBase(s); err == nil {
+				base = b
+			}
+		}
+		break
+	}
+	p := Page{NoFollow: noFollow, NoIndex: noIndex, Base: base.String()}
+	n := 0
+	for _, it := range items {
+		if it.kind != itemBase {
+			n++
+		}
+	}
+	if n == 0 {
+		return p
+	}
+	p.Links = make([]Link, 0, n)
+	seen := make(map[string]int, n)
+	for _, it := range items {
+		if it.kind == itemBase {
+			continue
+		}
+		u, err := base.resolve(it.val)
+		if err != nil {
+			continue
+		}
+		nf := it.kind == itemNoFollowLink
+		if i, ok := seen[u]; ok {
+			if !nf {
+				p.Links[i].NoFollow = false
+			}
+			continue
+		}
+		seen[u] = len(p.Links)
+		p.Links = append(p.Links, Link{URL: u, NoFollow: nf})
+	}
+	return p
+}
+
+// relNoFollow reports whether a rel attribute has the token "nofollow".
+func relNoFollow(rel string) bool {
+	for _, f := range strings.FieldsFunc(rel, isHTMLSpace) {
+		if strings.EqualFold(f, "nofollow") {
+			return true
+		}
+	}
+	return false
+}
+
+// metaRobots reads <meta name=robots content=...>.
+func metaRobots(name, content string) (noFollow, noIndex bool) {
+	if !strings.EqualFold(strings.TrimFunc(name, isHTMLSpace), "robots") {
+		return false, false
+	}
+	for _, f := range strings.FieldsFunc(content, func(r rune) bool { return r == ',' || isHTMLSpace(r) }) {
+		switch strings.ToLower(f) {
+		case "nofollow":
+			noFollow = true
+		case "noindex":
+			noIndex = true
+		case "none":
+			noFollow, noIndex = true, true
+		}
+	}
+	return noFollow, noIndex
+}
+
+func isHTMLSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\f' || r == '\r'
+}
+
+// ExtractLinks extracts the links of an HTML page with goquery (a DOM built
+// by the HTML5 tree builder of golang.org/x/net/html); base is the page's URL
+// (nil: only absolute links and a <base href> count). It never fails. Rules,
+// shared with ExtractLinksFast:
+//
+//   - links: href of <a> and <area>, src of <frame> and <iframe>; HTML
+//     elements only (not SVG/MathML ones), and only those the tree builder
+//     keeps (a <frame> outside a <frameset> is dropped, content before an
+//     accepted <frameset> is dropped, text of <script>, <style>, <textarea>,
+//     <title>, <noscript>, <iframe>, comments, ... is not markup);
+//   - the first of several attributes with one name counts;
+//   - order: DOM order (content misplaced in a <table> comes before the
+//     table, as the tree builder's foster parenting puts it);
+//   - the first <base href> in DOM order is the base of all links, even
+//     earlier ones; if it does not resolve, the page URL is;
+//   - each href/src goes through Resolve (whitespace trimmed; entities were
+//     decoded by the tokenizer); non-http(s) and invalid links are dropped;
+//   - duplicates (after normalization) are merged at their first position;
+//     the merged link is NoFollow only if every occurrence is rel=nofollow
+//     (a <frame>/<iframe> occurrence counts as followed);
+//   - <meta name=robots content="nofollow|noindex|none"> anywhere sets
+//     Page.NoFollow / Page.NoIndex.
+func ExtractLinks(base *url.URL, body []byte) Page {
+	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
+	if err != nil {
+		return finishPage(base, nil, false, false)
+	}
+	var items []pageItem
+	var noFollow, noIndex bool
+	doc.Find("a[href], area[href], frame[src], iframe[src], base[href], meta[name]").Each(func(_ int, s *goquery.Selection) {
+		n := s.Get(0)
+		if n.Namespace != "" {
+			return
+		}
+		switch n.Data {
+		case "a", "area":
+			kind := uint8(itemLink)
+			if relNoFollow(domAttr(n, "rel")) {
+				kind = itemNoFollowLink
+			}
+			items = append(items, pageItem{kind: kind, val: domAttr(n, "href")})
+		case "frame", "iframe":
+			items = append(items, pageItem{kind: itemLink, val: domAttr(n, "src")})
+		case "base":
+			items = append(items, pageItem{kind: itemBase, val: domAttr(n, "href")})
+		case "meta":
+			nf, ni := metaRobots(domAttr(n, "name"), domAttr(n, "content"))
+			noFollow, noIndex = noFollow || nf, noIndex || ni
+		}
+	})
+	return finishPage(base, items, noFollow, noIndex)
+}
+
+func domAttr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Namespace == "" && a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}

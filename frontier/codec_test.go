@@ -1,0 +1,82 @@
+package frontier
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecordCodec(t *testing.T) {
+	now := time.Unix(1700000000, 123456789)
+	tests := []stored{
+		{Record: Record{FP: 1, URL: "http://a.test/", Host: "a.test", State: InList}, seq: 1},
+		{Record: Record{FP: ^uint64(0), URL: "http://b.test:8080/" + strings.Repeat("x", 2000), Host: "b.test:8080", Depth: 7, Tries: 2,
+			State: Stalled, Status: 503, Reason: "timeout", Discovered: now, Fetched: now.Add(time.Second), NextTry: now.Add(time.Hour)}, seq: 1 << 60},
+		{Record: Record{FP: 42, URL: "http://c.test/", Host: "c.test", State: Completed, Status: 200, Reason: "ok", Fetched: now}, seq: 9},
+	}
+	for _, want := range tests {
+		got, err := decodeRecord(want.FP, appendRecord(nil, &want))
+		if err != nil {
+			t.Fatalf("decode %016x: %v", want.FP, err)
+		}
+		if !got.Discovered.Equal(want.Discovered) || !got.Fetched.Equal(want.Fetched) || !got.NextTry.Equal(want.NextTry) {
+			t.Errorf("times: got %+v, want %+v", got, want)
+		}
+		got.Discovered, got.Fetched, got.NextTry = want.Discovered, want.Fetched, want.NextTry
+		if got != want {
+			t.Errorf("got %+v, want %+v", got, want)
+		}
+		q, err := decodeQueueValue(appendQueueValue(nil, &want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.FP != want.FP || q.URL != want.URL || q.Host != want.Host || q.Depth != want.Depth || q.Tries != want.Tries || q.State != InList {
+			t.Errorf("queue value: got %+v, want %+v", q, want)
+		}
+		if h, err := queueValueHost(appendQueueValue(nil, &want)); err != nil || h != want.Host {
+			t.Errorf("queueValueHost = %q, %v", h, err)
+		}
+	}
+}
+
+func TestCodecCorrupt(t *testing.T) {
+	good := appendRecord(nil, &stored{Record: Record{FP: 1, URL: "http://a.test/", Host: "a.test", State: InList}, seq: 1})
+	bad := [][]byte{nil, {}, {99}, {recordVersion}, good[:len(good)-1], append([]byte{recordVersion, 7}, good[2:]...)}
+	for i, v := range bad {
+		if _, err := decodeRecord(1, v); err == nil {
+			t.Errorf("case %d: corrupt record %x decoded without error", i, v)
+		}
+		if _, err := decodeQueueValue(v); err == nil {
+			t.Errorf("case %d: corrupt queue value %x decoded without error", i, v)
+		}
+		if _, err := decodeHost("h", v); err == nil && len(v) < 6 {
+			t.Errorf("case %d: corrupt host stats %x decoded without error", i, v)
+		}
+	}
+}
+
+func TestTimeEncoding(t *testing.T) {
+	for _, tm := range []time.Time{{}, time.Unix(0, 1), time.Unix(-5, 0), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		n := unixNano(tm)
+		if n < 0 {
+			t.Errorf("unixNano(%v) = %d < 0", tm, n)
+		}
+	}
+	if !fromUnixNano(0).IsZero() {
+		t.Error("0 must decode to the zero time")
+	}
+}
+
+func TestSlab(t *testing.T) {
+	var s slab
+	a := s.copy([]byte("hello"))
+	b := s.copy([]byte("world"))
+	a = append(a, '!') // must not clobber b
+	if string(b) != "world" || string(a) != "hello!" {
+		t.Fatalf("slab slices overlap: %q %q", a, b)
+	}
+	big := s.take(slabChunk)
+	if cap(big) != slabChunk {
+		t.Fatalf("big take cap %d", cap(big))
+	}
+}

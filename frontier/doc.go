@@ -1,0 +1,46 @@
+// Package frontier is the node's persistent URL store: the paper's URLStates
+// array (KSpider §3.4, Fig. 6) kept in one bbolt file.
+//
+// Every URL has a record with its state (IN_LIST, IN_PROGRESS, COMPLETED,
+// STALLED). Deduplication is by Fingerprint, looked up in bbolt: nothing that
+// grows with the crawl is kept in memory, so 10M URLs fit in a small Go heap
+// (see TestHeap10M).
+//
+// # Layout
+//
+//	urls        fp (8B BE)                  -> record (version, state, seq, depth, tries,
+//	                                           status, times, reason, host, url)
+//	queue       phase (2B BE) | seq (8B BE) -> fp, depth, tries, discovered, host, url
+//	inprogress  fp (8B BE)                  -> seq (8B BE)
+//	stalled     retryAt (8B BE ns) | fp     -> nil
+//	hosts       host                        -> HostStats (admitted, fetched, errors, bytes, last fetch)
+//	meta        format marker, version, seq counter, nphase, re-key mark, state counters
+//
+// seq is the URL's index in the URLStates array: assigned once at insertion,
+// it never changes, so Requeue, the retry lane and kill -9 recovery put a URL
+// back at its original position and the scheduler's sliding window (sWin)
+// always starts at the oldest unfinished URL. The queue holds only IN_LIST
+// URLs, keyed by phase first, so a scan of the active phase is one contiguous
+// key range and never touches another phase's URLs; each entry carries a
+// copy of what Scan returns, so scans need no second lookup. The URL string
+// is therefore stored twice while a URL is IN_LIST (once after).
+//
+// # Writes
+//
+// All writes go through one writer goroutine doing group commit (writer.go):
+// calls return once their transaction is committed and fsynced, so an
+// acknowledged Add survives kill -9, and IN_PROGRESS URLs (the ones in the
+// bucket or being fetched when the process died) return to IN_LIST at Open.
+// Per-state counters live in the meta bucket and are updated in the same
+// transactions, so Counts is an atomic load that always matches the file.
+//
+// # bbolt settings
+//
+// The file lock is waited for at most 1s, so a second process gets a clear
+// "locked by another process" error. The hashmap freelist and
+// NoFreelistSync keep commits cheap when many pages are freed (queue entries
+// are deleted as URLs are scheduled); the price is a scan of the file's pages
+// at Open to rebuild the freelist. Reads use short transactions (Scan reads
+// at most 1024 entries per transaction and calls back outside it), so a
+// growing file can always be remapped.
+package frontier

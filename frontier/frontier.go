@@ -1,0 +1,453 @@
+package frontier
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names. See doc.go for the layout.
+var (
+	bURLs       = []byte("urls")
+	bQueue      = []byte("queue")
+	bInProgress = []byte("inprogress")
+	bStalled    = []byte("stalled")
+	bHosts      = []byte("hosts")
+	bMeta       = []byte("meta")
+	allBuckets  = [][]byte{bURLs, bQueue, bInProgress, bStalled, bHosts, bMeta}
+)
+
+// Keys of the meta bucket.
+var (
+	mFormat  = []byte("format")  // formatMarker
+	mVersion = []byte("version") // formatVersion (1 byte)
+	mSeq     = []byte("seq")     // last queue sequence number (uint64 BE)
+	mNPhase  = []byte("nphase")  // Nphase the queue is keyed for (uint64 BE)
+	mRekey   = []byte("rekey")   // present while SetPhases re-keys the queue
+	mCounts  = []byte("counts")  // per-state counters, numCounters × uint64 BE
+)
+
+const (
+	formatMarker  = "phasecrawl-frontier"
+	formatVersion = 1
+)
+
+// Counter slots, in the order they are persisted.
+const (
+	cInList = iota
+	cInProgress
+	cCompleted
+	cStalled
+	cSkipped
+	numCounters
+)
+
+// scanChunk bounds how many records one Scan read transaction decodes.
+const scanChunk = 1024
+
+// Frontier is the node's persistent URL store. All methods are safe for
+// concurrent use. Writes go through one writer goroutine (see writer.go);
+// reads use short bbolt read transactions.
+type Frontier struct {
+	opts Options
+	db   *bolt.DB
+	log  *slog.Logger
+
+	nphase atomic.Int64
+	cnt    [numCounters]atomic.Int64 // mirrors of the persisted counters
+
+	mu     sync.RWMutex // guards closed against sends on ops
+	closed bool
+	ops    chan *op
+	quit   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	cerr   error
+
+	// Owned by the writer goroutine (and Open, before it starts).
+	seq  uint64
+	wcnt [numCounters]int64
+}
+
+// Open opens or creates the frontier at opts.Path. It checks the file is a
+// phasecrawl frontier (a foreign or corrupt file is an error, never a panic),
+// waits at most 1s for bbolt's file lock (a second process gets a "locked by
+// another process" error), re-keys the queue if opts.Phases differs from the
+// stored Nphase (or a SetPhases was interrupted), and puts every IN_PROGRESS
+// URL back to IN_LIST at its original queue position (kill -9 recovery).
+func Open(opts Options) (*Frontier, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db, err := openBolt(opts)
+	if err != nil {
+		return nil, err
+	}
+	f := &Frontier{
+		opts: opts,
+		db:   db,
+		log:  slog.Default().With("component", "frontier"),
+		ops:  make(chan *op, 64),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if err := f.init(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("frontier: open %s: %w", opts.Path, err)
+	}
+	go f.writer()
+	return f, nil
+}
+
+// openBolt opens the bbolt file. The hashmap freelist keeps allocation cheap
+// when the free list is fragmented by queue deletes, and NoFreelistSync
+// avoids rewriting the whole free list on every commit (the price is a
+// free-page scan at open; see the benchmarks). bbolt may panic on a garbage
+// file, so the open is guarded.
+func openBolt(o Options) (db *bolt.DB, err error) {
+	bo := &bolt.Options{
+		Timeout:        time.Second,
+		FreelistType:   bolt.FreelistMapType,
+		NoFreelistSync: true,
+		NoSync:         o.NoSync,
+	}
+	if o.arrayFreelist {
+		bo.FreelistType = bolt.FreelistArrayType
+	}
+	if o.syncFreelist {
+		bo.NoFreelistSync = false
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			db, err = nil, fmt.Errorf("frontier: open %s: not a bbolt file or corrupt (%v)", o.Path, p)
+		}
+	}()
+	if err := precheck(o.Path); err != nil {
+		return nil, fmt.Errorf("frontier: open %s: not a bbolt file or corrupt: %w", o.Path, err)
+	}
+	db, err = bolt.Open(o.Path, 0o600, bo)
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("frontier: open %s: locked by another process (no lock within %s): %w", o.Path, bo.Timeout, err)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, fmt.Errorf("frontier: open %s: not a bbolt file or corrupt: %w", o.Path, err)
+	default:
+		return nil, fmt.Errorf("frontier: open %s: %w", o.Path, err)
+	}
+}
+
+// guard turns a panic inside bbolt (a corrupt page) into an error.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("frontier: corrupt database (%v)", p)
+		}
+	}()
+	return fn()
+}
+
+func (f *Frontier) view(fn func(*bolt.Tx) error) error {
+	f.mu.RLock()
+	closed := f.closed
+	f.mu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	err := guard(func() error { return f.db.View(fn) })
+	if errors.Is(err, bolt.ErrDatabaseNotOpen) {
+		return ErrClosed // Close ran between the check and the transaction
+	}
+	return err
+}
+
+func (f *Frontier) update(fn func(*bolt.Tx) error) error {
+	return guard(func() error { return f.db.Update(fn) })
+}
+
+// init validates or creates the layout, then re-keys and recovers.
+func (f *Frontier) init() error {
+	var fresh, rekey bool
+	var nphase uint64
+	err := f.view(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		if meta == nil {
+			foreign := false
+			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				foreign = true
+				return errors.New("stop")
+			})
+			if foreign {
+				return fmt.Errorf("not a phasecrawl frontier: bbolt file without a %q bucket", bMeta)
+			}
+			fresh = true
+			return nil
+		}
+		if m := meta.Get(mFormat); string(m) != formatMarker {
+			return fmt.Errorf("not a phasecrawl frontier: format marker %q, want %q", m, formatMarker)
+		}
+		if v := meta.Get(mVersion); len(v) != 1 || v[0] != formatVersion {
+			return fmt.Errorf("unsupported frontier format version %v (this build reads %d)", v, formatVersion)
+		}
+		for _, name := range allBuckets {
+			if tx.Bucket(name) == nil {
+				return fmt.Errorf("corrupt frontier: bucket %q missing", name)
+			}
+		}
+		var ok bool
+		if f.seq, ok = metaU64(meta, mSeq); !ok {
+			return errors.New("corrupt frontier: meta seq")
+		}
+		if nphase, ok = metaU64(meta, mNPhase); !ok || nphase < 1 || nphase > maxPhases {
+			return errors.New("corrupt frontier: meta nphase")
+		}
+		rekey = meta.Get(mRekey) != nil
+		c := meta.Get(mCounts)
+		if len(c) != 8*numCounters {
+			return errors.New("corrupt frontier: meta counts")
+		}
+		for i := range f.wcnt {
+			f.wcnt[i] = int64(binary.BigEndian.Uint64(c[8*i:]))
+			if f.wcnt[i] < 0 {
+				return errors.New("corrupt frontier: negative meta counts")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if fresh {
+		nphase = uint64(f.opts.Phases)
+		err := f.update(func(tx *bolt.Tx) error {
+			for _, name := range allBuckets {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return err
+				}
+			}
+			meta := tx.Bucket(bMeta)
+			return errors.Join(
+				meta.Put(mFormat, []byte(formatMarker)),
+				meta.Put(mVersion, []byte{formatVersion}),
+				meta.Put(mSeq, binary.BigEndian.AppendUint64(nil, 0)),
+				meta.Put(mNPhase, binary.BigEndian.AppendUint64(nil, nphase)),
+				meta.Put(mCounts, make([]byte, 8*numCounters)),
+			)
+		})
+		if err != nil {
+			return fmt.Errorf("create buckets: %w", err)
+		}
+	}
+	f.nphase.Store(int64(nphase))
+	f.publishCounts()
+	if rekey || int(nphase) != f.opts.Phases {
+		if err := f.rekey(f.opts.Phases); err != nil {
+			return err
+		}
+	}
+	n, err := f.recoverInProgress()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		f.log.Info("recovered in-progress URLs to the queue", "urls", n)
+	}
+	return nil
+}
+
+func metaU64(meta *bolt.Bucket, key []byte) (uint64, bool) {
+	v := meta.Get(key)
+	if len(v) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(v), true
+}
+
+// publishCounts copies the writer's committed counters to the atomics read by
+// Counts.
+func (f *Frontier) publishCounts() {
+	for i := range f.wcnt {
+		f.cnt[i].Store(f.wcnt[i])
+	}
+}
+
+// Close stops the writer (writes already queued are still committed) and
+// closes the bbolt file. Later calls return ErrClosed; Close is idempotent.
+func (f *Frontier) Close() error {
+	f.once.Do(func() {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		close(f.quit)
+		<-f.done
+		if err := f.db.Close(); err != nil {
+			f.cerr = fmt.Errorf("frontier: close %s: %w", f.opts.Path, err)
+		}
+	})
+	return f.cerr
+}
+
+// Counts returns how many URLs are in each state. It reads in-memory
+// counters that are persisted in the same transactions that change states.
+func (f *Frontier) Counts() Counts {
+	return Counts{
+		InList:     f.cnt[cInList].Load(),
+		InProgress: f.cnt[cInProgress].Load(),
+		Completed:  f.cnt[cCompleted].Load(),
+		Stalled:    f.cnt[cStalled].Load(),
+	}
+}
+
+// Skipped is how many new URLs Add refused (ever, persisted) because their
+// host had reached MaxPerHost.
+func (f *Frontier) Skipped() int64 { return f.cnt[cSkipped].Load() }
+
+// Phases is the Nphase the queue is currently keyed for.
+func (f *Frontier) Phases() int { return int(f.nphase.Load()) }
+
+// Path is the bbolt file.
+func (f *Frontier) Path() string { return f.opts.Path }
+
+// Scan calls fn with IN_LIST records of phase in insertion (oldest-first)
+// order, starting after cursor after (nil = from the oldest), visiting at
+// most limit records (limit <= 0: no limit); fn returns false to stop, and
+// the record it stopped on counts as visited. Scan returns the cursor after
+// the last visited record, or nil when the end of the phase was reached.
+//
+// Records are read in chunks of up to 1024 per read transaction and fn is
+// called outside any transaction, so fn may call other Frontier methods and
+// no read transaction blocks a remap of the file.
+func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool) (Cursor, error) {
+	np := f.Phases()
+	if phase < 0 || phase >= np {
+		return nil, fmt.Errorf("frontier: scan phase=%d: must be in 0..%d", phase, np-1)
+	}
+	prefix := binary.BigEndian.AppendUint16(nil, uint16(phase))
+	var pos []byte
+	if after != nil {
+		if len(after) != queueKeyLen || !bytes.HasPrefix(after, prefix) {
+			return nil, fmt.Errorf("frontier: scan phase=%d: cursor %x is not a cursor of this phase", phase, []byte(after))
+		}
+		pos = bytes.Clone(after)
+	}
+	if limit <= 0 {
+		limit = int(^uint(0) >> 1)
+	}
+	recs := make([]Record, 0, min(limit, scanChunk))
+	keys := make([][]byte, 0, cap(recs))
+	visited := 0
+	for {
+		recs, keys = recs[:0], keys[:0]
+		want := min(scanChunk, limit-visited)
+		end := false
+		err := f.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bQueue).Cursor()
+			var k, v []byte
+			if pos == nil {
+				k, v = c.Seek(prefix)
+			} else if k, v = c.Seek(pos); k != nil && bytes.Equal(k, pos) {
+				k, v = c.Next()
+			}
+			for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+				if len(recs) == want {
+					return nil // more remain
+				}
+				rec, err := decodeQueueValue(v)
+				if err != nil {
+					return fmt.Errorf("%w (key %x)", err, k)
+				}
+				recs = append(recs, rec)
+				keys = append(keys, bytes.Clone(k))
+			}
+			end = true
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("frontier: scan phase %d: %w", phase, err)
+		}
+		for i, rec := range recs {
+			visited++
+			pos = keys[i]
+			if !fn(rec) {
+				return pos, nil
+			}
+		}
+		if end {
+			return nil, nil
+		}
+		if visited >= limit {
+			return pos, nil
+		}
+	}
+}
+
+// Get returns the record of fingerprint fp.
+func (f *Frontier) Get(fp uint64) (Record, bool, error) {
+	var s stored
+	var ok bool
+	err := f.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bURLs).Get(fpKey(nil, fp))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		var err error
+		s, err = decodeRecord(fp, v)
+		return err
+	})
+	if err != nil {
+		return Record{}, false, fmt.Errorf("frontier: get %016x: %w", fp, err)
+	}
+	return s.Record, ok, nil
+}
+
+// Host returns the statistics of host (as in the URL, host[:port]).
+func (f *Frontier) Host(host string) (HostStats, bool, error) {
+	host = normHost(host)
+	var h HostStats
+	var ok bool
+	err := f.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bHosts).Get([]byte(host))
+		if v == nil {
+			return nil
+		}
+		ok = true
+		var err error
+		h, err = decodeHost(host, v)
+		return err
+	})
+	if err != nil {
+		return HostStats{}, false, fmt.Errorf("frontier: host %q: %w", host, err)
+	}
+	return h, ok, nil
+}
+
+// NextStalled returns the earliest RetryAt of a STALLED URL, false when none
+// is stalled (or on a read error, which is logged).
+func (f *Frontier) NextStalled() (time.Time, bool) {
+	var t time.Time
+	var ok bool
+	err := f.view(func(tx *bolt.Tx) error {
+		k, _ := tx.Bucket(bStalled).Cursor().First()
+		if len(k) == 16 {
+			t, ok = fromUnixNano(int64(binary.BigEndian.Uint64(k))), true
+			if t.IsZero() {
+				t = time.Unix(0, 0)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrClosed) {
+		f.log.Error("next stalled", "error", err)
+	}
+	return t, ok
+}

@@ -1,0 +1,191 @@
+package frontier
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is the state of a URL in the frontier (KSpider §3.4, Fig. 6).
+type State uint8
+
+// The four URL states of the paper's URLStates array.
+const (
+	// InList: discovered, waiting in its phase's scan queue.
+	InList State = 1
+	// InProgress: taken by the scheduler (in the bucket or being fetched).
+	InProgress State = 2
+	// Completed: fetched, or given up on (robots, HTTP error, tries used up).
+	Completed State = 3
+	// Stalled: could not be fetched (timeout, connection error); waits in the
+	// retry lane until its RetryAt.
+	Stalled State = 4
+)
+
+// String returns "in_list", "in_progress", "completed" or "stalled"
+// (the label values used in metrics and the status API).
+func (s State) String() string {
+	switch s {
+	case InList:
+		return "in_list"
+	case InProgress:
+		return "in_progress"
+	case Completed:
+		return "completed"
+	case Stalled:
+		return "stalled"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Record is everything the frontier keeps about one URL.
+type Record struct {
+	FP     uint64 // Fingerprint(URL)
+	URL    string // normalized URL
+	Host   string // host[:port], lower case
+	Depth  int    // link distance from a seed
+	Tries  int    // fetch attempts finished so far
+	State  State
+	Status int    // last HTTP status (0 if none)
+	Reason string // why COMPLETED/STALLED: "ok", "robots", "redirect", "http_error", "timeout", ...
+	// Discovered is when the URL was first added; Fetched when its last fetch
+	// attempt finished (kept so a COMPLETED URL can become due again later);
+	// NextTry is when a STALLED URL may be retried.
+	Discovered, Fetched, NextTry time.Time
+}
+
+// NewURL is a URL to add. URL must already be normalized by fetch.Normalize;
+// Host is its host[:port] (derived from URL when empty).
+type NewURL struct {
+	URL   string
+	Host  string
+	Depth int
+}
+
+// Result is the outcome of one fetch, reported with Finish.
+type Result struct {
+	FP     uint64
+	State  State // Completed or Stalled
+	Status int
+	Reason string
+	// RetryAt is, for Stalled, when the retry lane may release the URL
+	// (zero = at once).
+	RetryAt time.Time
+	// Bytes is the body size, for per-host statistics.
+	Bytes int64
+}
+
+// Counts is how many URLs are in each state.
+type Counts struct {
+	InList, InProgress, Completed, Stalled int64
+}
+
+// Total is the number of URLs known to the frontier.
+func (c Counts) Total() int64 { return c.InList + c.InProgress + c.Completed + c.Stalled }
+
+// Cursor is an opaque position in a phase's queue; nil means the start.
+type Cursor []byte
+
+// HostStats are the persistent per-host counters.
+type HostStats struct {
+	Host string
+	// Admitted is how many distinct URLs of the host were added (what
+	// MaxPerHost limits).
+	Admitted int64
+	// Fetched is how many fetch attempts were finished (Finish), Errors how
+	// many of them failed (Stalled, Status >= 400, or a Reason other than
+	// "ok"/""). Bytes sums Result.Bytes.
+	Fetched, Errors int64
+	Bytes           int64
+	// LastFetch is when the last attempt was finished.
+	LastFetch time.Time
+}
+
+// Options configure Open. Zero values of Phases, MaxTries and BatchSize mean
+// their defaults.
+type Options struct {
+	// Path is the bbolt file (created if missing). Required.
+	Path string
+	// Phases is Nphase: queue keys are prefixed by
+	// PhaseOf(HostHash(host), Phases). Default 1, valid 1..65535.
+	Phases int
+	// MaxPerHost admits at most this many URLs per host (0 = unlimited,
+	// the default); counted persistently per host. Valid >= 0.
+	MaxPerHost int
+	// MaxTries: a URL that stalls on its MaxTries-th attempt is COMPLETED
+	// with its last reason instead. Default 3, valid 1..1000.
+	MaxTries int
+	// BatchSize is the most items (URLs, fingerprints, results) one write
+	// transaction gathers. Default 2048, valid 1..1000000.
+	BatchSize int
+	// BatchDelay is the longest the writer waits for more items after the
+	// first one of a batch (0 = commit as soon as the writer is free; calls
+	// that arrive during a commit still share the next one). Default 10ms,
+	// valid 0..1s.
+	BatchDelay time.Duration
+	// NoSync skips fsync on commit. Tests and benchmarks only: a crash may
+	// lose or corrupt data.
+	NoSync bool
+
+	// For measurements only (tests in this package): bbolt's array freelist
+	// and a synced freelist instead of the defaults.
+	arrayFreelist, syncFreelist bool
+}
+
+// Defaults for Options.
+const (
+	DefaultPhases     = 1
+	DefaultMaxTries   = 3
+	DefaultBatchSize  = 2048
+	DefaultBatchDelay = 10 * time.Millisecond
+)
+
+// DefaultOptions returns the default Options for the bbolt file at path.
+func DefaultOptions(path string) Options {
+	return Options{
+		Path:       path,
+		Phases:     DefaultPhases,
+		MaxTries:   DefaultMaxTries,
+		BatchSize:  DefaultBatchSize,
+		BatchDelay: DefaultBatchDelay,
+	}
+}
+
+// withDefaults fills zero fields and validates; errors name the key and range.
+func (o Options) withDefaults() (Options, error) {
+	if o.Phases == 0 {
+		o.Phases = DefaultPhases
+	}
+	if o.MaxTries == 0 {
+		o.MaxTries = DefaultMaxTries
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	var errs []error
+	if o.Path == "" {
+		errs = append(errs, errors.New("frontier: path: must not be empty"))
+	}
+	if o.Phases < 1 || o.Phases > maxPhases {
+		errs = append(errs, fmt.Errorf("frontier: phases=%d: must be in 1..%d", o.Phases, maxPhases))
+	}
+	if o.MaxPerHost < 0 {
+		errs = append(errs, fmt.Errorf("frontier: max_per_host=%d: must be >= 0 (0 = unlimited)", o.MaxPerHost))
+	}
+	if o.MaxTries < 1 || o.MaxTries > 1000 {
+		errs = append(errs, fmt.Errorf("frontier: max_tries=%d: must be in 1..1000", o.MaxTries))
+	}
+	if o.BatchSize < 1 || o.BatchSize > 1000000 {
+		errs = append(errs, fmt.Errorf("frontier: batch_size=%d: must be in 1..1000000", o.BatchSize))
+	}
+	if o.BatchDelay < 0 || o.BatchDelay > time.Second {
+		errs = append(errs, fmt.Errorf("frontier: batch_delay=%s: must be in 0..1s", o.BatchDelay))
+	}
+	return o, errors.Join(errs...)
+}
+
+// maxPhases is the largest Nphase: the phase is a 16-bit key prefix.
+const maxPhases = 1<<16 - 1
+
+// ErrClosed is returned by calls on a closed Frontier.
+var ErrClosed = errors.New("frontier: closed")

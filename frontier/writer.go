@@ -1,0 +1,748 @@
+package frontier
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Group commit. Every write (Add, MarkInProgress, Finish, Requeue,
+// ReleaseStalled, SetPhases) becomes an op sent to the single writer
+// goroutine. The writer takes the first op, keeps gathering until the batch
+// holds BatchSize items or BatchDelay has passed, applies all ops in arrival
+// order inside ONE db.Update, and only then answers every caller: a call
+// returns after its changes are durable. db.Batch is not used because it may
+// run its function twice. One writer also means the read-modify-write of
+// records, host stats and counters never races, and counters can be
+// published after the commit succeeded.
+
+type opKind uint8
+
+const (
+	opAdd opKind = iota
+	opMark
+	opFinish
+	opRequeue
+	opRelease
+	opSetPhases
+)
+
+var opNames = [...]string{"add", "mark in progress", "finish", "requeue", "release stalled", "set phases"}
+
+type op struct {
+	kind    opKind
+	ctx     context.Context
+	adds    []pendingURL
+	fps     []uint64
+	results []Result
+	now     time.Time
+	n       int // limit (release) or nphase (set phases)
+	reply   chan opReply
+}
+
+type opReply struct {
+	n   int
+	err error
+}
+
+// pendingURL is a NewURL prepared by the caller's goroutine (hashing is done
+// there, not in the writer).
+type pendingURL struct {
+	fp    uint64
+	url   string
+	host  string
+	depth int
+}
+
+func (o *op) items() int {
+	return len(o.adds) + len(o.fps) + len(o.results) + o.n
+}
+
+// normHost is the host as stored and hashed: lower case.
+func normHost(h string) string { return strings.ToLower(h) }
+
+// submit hands o to the writer and waits for its answer. When ctx ends first
+// the error is ctx's and the op may or may not have been committed (an op
+// whose ctx has ended before the writer applies it is dropped).
+func (f *Frontier) submit(ctx context.Context, o *op) (int, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	name := opNames[o.kind]
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("frontier: %s: %w", name, err)
+	}
+	o.ctx = ctx
+	o.reply = make(chan opReply, 1)
+	f.mu.RLock()
+	if f.closed {
+		f.mu.RUnlock()
+		return 0, ErrClosed
+	}
+	select {
+	case f.ops <- o:
+		f.mu.RUnlock()
+	case <-ctx.Done():
+		f.mu.RUnlock()
+		return 0, fmt.Errorf("frontier: %s: %w", name, ctx.Err())
+	}
+	select {
+	case r := <-o.reply:
+		return r.n, r.err
+	case <-ctx.Done():
+		return 0, fmt.Errorf("frontier: %s: %w", name, ctx.Err())
+	}
+}
+
+// Add inserts URLs not seen before (dedup by Fingerprint, kept in bbolt) as
+// IN_LIST at the end of their phase's queue. It returns after the batch is
+// committed (durable), with how many were new. URLs whose host has reached
+// MaxPerHost are not inserted (see Skipped); URLs without a host are
+// ignored. Safe for concurrent callers; calls are coalesced by one writer
+// goroutine into few transactions (group commit).
+func (f *Frontier) Add(ctx context.Context, urls []NewURL) (added int, err error) {
+	if len(urls) == 0 {
+		return 0, nil
+	}
+	adds := make([]pendingURL, 0, len(urls))
+	for _, u := range urls {
+		if u.URL == "" {
+			continue
+		}
+		host := u.Host
+		if host == "" {
+			if pu, err := url.Parse(u.URL); err == nil {
+				host = pu.Host
+			}
+			if host == "" {
+				continue
+			}
+		}
+		adds = append(adds, pendingURL{fp: Fingerprint(u.URL), url: u.URL, host: normHost(host), depth: max(u.Depth, 0)})
+	}
+	if len(adds) == 0 {
+		return 0, nil
+	}
+	return f.submit(ctx, &op{kind: opAdd, adds: adds})
+}
+
+// MarkInProgress moves IN_LIST URLs to IN_PROGRESS, removing them from the
+// scan queue. Fingerprints that are unknown or not IN_LIST are ignored.
+func (f *Frontier) MarkInProgress(ctx context.Context, fps []uint64) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	_, err := f.submit(ctx, &op{kind: opMark, fps: fps})
+	return err
+}
+
+// Finish records fetch results: IN_PROGRESS -> COMPLETED, or -> STALLED
+// (retry lane, at RetryAt) unless this was the MaxTries-th attempt, in which
+// case the URL is COMPLETED with the stall's reason. Tries is incremented for
+// every result, and the host's statistics are updated. Results for URLs that
+// are not IN_PROGRESS (stale) are ignored; a State other than Completed or
+// Stalled is an error and nothing is written.
+func (f *Frontier) Finish(ctx context.Context, rs []Result) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	for _, r := range rs {
+		if r.State != Completed && r.State != Stalled {
+			return fmt.Errorf("frontier: finish %016x: state=%s: must be completed or stalled", r.FP, r.State)
+		}
+	}
+	_, err := f.submit(ctx, &op{kind: opFinish, results: rs})
+	return err
+}
+
+// Requeue moves IN_PROGRESS URLs back to IN_LIST at their ORIGINAL queue
+// position (phase swap, shutdown). Others are ignored.
+func (f *Frontier) Requeue(ctx context.Context, fps []uint64) error {
+	if len(fps) == 0 {
+		return nil
+	}
+	_, err := f.submit(ctx, &op{kind: opRequeue, fps: fps})
+	return err
+}
+
+// ReleaseStalled moves at most limit (<= 0: BatchSize) STALLED URLs whose
+// RetryAt <= now back to IN_LIST at their original queue position (the retry
+// lane), and reports how many it moved.
+func (f *Frontier) ReleaseStalled(ctx context.Context, now time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		limit = f.opts.BatchSize
+	}
+	return f.submit(ctx, &op{kind: opRelease, now: now, n: limit})
+}
+
+// SetPhases re-keys the queue for a new Nphase (cluster phase count). It
+// runs in chunked transactions inside the writer, so no other write
+// interleaves; a crash in the middle is finished by the next Open. Scans of
+// the old phase numbering during the re-key see a partial view: restart
+// scanning from a nil cursor afterwards.
+func (f *Frontier) SetPhases(n int) error {
+	if n < 1 || n > maxPhases {
+		return fmt.Errorf("frontier: set phases=%d: must be in 1..%d", n, maxPhases)
+	}
+	_, err := f.submit(context.Background(), &op{kind: opSetPhases, n: n})
+	return err
+}
+
+// writer is the single writer goroutine; Close stops it after the ops
+// already sent are committed.
+func (f *Frontier) writer() {
+	defer close(f.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var batch []*op
+	for {
+		var first *op
+		select {
+		case first = <-f.ops:
+		case <-f.quit:
+			f.drain()
+			return
+		}
+		batch = append(batch[:0], first)
+		items := first.items()
+		ctrl := first.kind == opSetPhases
+		var timeout <-chan time.Time
+		if f.opts.BatchDelay > 0 {
+			timer.Reset(f.opts.BatchDelay)
+			timeout = timer.C
+		}
+	gather:
+		for items < f.opts.BatchSize && !ctrl {
+			if timeout == nil {
+				select {
+				case o := <-f.ops:
+					batch, items, ctrl = append(batch, o), items+o.items(), o.kind == opSetPhases
+				default:
+					break gather
+				}
+				continue
+			}
+			select {
+			case o := <-f.ops:
+				batch, items, ctrl = append(batch, o), items+o.items(), o.kind == opSetPhases
+			case <-timeout:
+				timeout = nil // take what is queued right now, then commit
+			case <-f.quit:
+				break gather
+			}
+		}
+		timer.Stop()
+		f.run(batch)
+		clear(batch)
+	}
+}
+
+// drain commits what was sent before Close marked the frontier closed (no
+// sender can add more after that).
+func (f *Frontier) drain() {
+	var batch []*op
+	for {
+		select {
+		case o := <-f.ops:
+			batch = append(batch, o)
+		default:
+			if len(batch) > 0 {
+				f.run(batch)
+			}
+			return
+		}
+	}
+}
+
+// run commits ops in order; a SetPhases op splits the batch.
+func (f *Frontier) run(batch []*op) {
+	start := 0
+	for i, o := range batch {
+		if o.kind != opSetPhases {
+			continue
+		}
+		f.commit(batch[start:i])
+		start = i + 1
+		if err := o.ctx.Err(); err != nil {
+			o.reply <- opReply{err: fmt.Errorf("frontier: set phases: %w", err)}
+			continue
+		}
+		err := f.rekey(o.n)
+		if err != nil {
+			err = fmt.Errorf("frontier: set phases=%d: %w", o.n, err)
+		}
+		o.reply <- opReply{n: o.n, err: err}
+	}
+	f.commit(batch[start:])
+}
+
+// commit applies ops in one write transaction and answers their callers.
+func (f *Frontier) commit(ops []*op) {
+	live := ops[:0:0]
+	for _, o := range ops {
+		if err := o.ctx.Err(); err != nil {
+			o.reply <- opReply{err: fmt.Errorf("frontier: %s: %w", opNames[o.kind], err)}
+			continue
+		}
+		live = append(live, o)
+	}
+	if len(live) == 0 {
+		return
+	}
+	res := make([]int, len(live))
+	st := f.newTxState(time.Now())
+	err := f.update(func(tx *bolt.Tx) error {
+		st.begin(tx)
+		for i, o := range live {
+			n, err := st.apply(o)
+			if err != nil {
+				return fmt.Errorf("%s: %w", opNames[o.kind], err)
+			}
+			res[i] = n
+		}
+		return st.flush()
+	})
+	if err == nil {
+		f.committed(st)
+		if st.ignored > 0 {
+			f.log.Debug("ignored stale state transitions", "count", st.ignored)
+		}
+	} else {
+		err = fmt.Errorf("frontier: commit: %w", err)
+		f.log.Error("write transaction failed", "ops", len(live), "error", err)
+	}
+	for i, o := range live {
+		if err != nil {
+			res[i] = 0
+		}
+		o.reply <- opReply{n: res[i], err: err}
+	}
+}
+
+// committed publishes a committed transaction's sequence and counters.
+func (f *Frontier) committed(st *txState) {
+	f.seq = st.seq
+	f.wcnt = st.cnt
+	f.publishCounts()
+}
+
+// txState is one write transaction's working state.
+type txState struct {
+	f                                         *Frontier
+	now                                       time.Time
+	nphase                                    int
+	urls, queue, inprog, stalled, hosts, meta *bolt.Bucket
+	seq                                       uint64
+	cnt                                       [numCounters]int64
+	hostCache                                 map[string]*HostStats
+	slab                                      slab
+	scratch                                   []byte
+	ignored                                   int
+}
+
+func (f *Frontier) newTxState(now time.Time) *txState {
+	return &txState{f: f, now: now, nphase: f.Phases(), seq: f.seq, cnt: f.wcnt, scratch: make([]byte, 0, 512)}
+}
+
+func (st *txState) begin(tx *bolt.Tx) {
+	st.urls = tx.Bucket(bURLs)
+	st.queue = tx.Bucket(bQueue)
+	st.queue.FillPercent = 0.9 // appended in key order: pack pages
+	st.inprog = tx.Bucket(bInProgress)
+	st.stalled = tx.Bucket(bStalled)
+	st.stalled.FillPercent = 0.9
+	st.hosts = tx.Bucket(bHosts)
+	st.meta = tx.Bucket(bMeta)
+	// begin may run again if bbolt retries; start from the committed state.
+	st.seq, st.cnt, st.ignored = st.f.seq, st.f.wcnt, 0
+	st.hostCache = make(map[string]*HostStats)
+}
+
+// flush writes the cached host stats and the meta counters.
+func (st *txState) flush() error {
+	for h, hs := range st.hostCache {
+		if err := st.hosts.Put(st.slab.copy([]byte(h)), st.slab.copy(appendHost(st.scratch[:0], hs))); err != nil {
+			return fmt.Errorf("host %q: %w", h, err)
+		}
+	}
+	c := make([]byte, 0, 8*numCounters)
+	for _, v := range st.cnt {
+		c = binary.BigEndian.AppendUint64(c, uint64(v))
+	}
+	return errors.Join(
+		st.meta.Put(mCounts, c),
+		st.meta.Put(mSeq, binary.BigEndian.AppendUint64(nil, st.seq)),
+	)
+}
+
+func (st *txState) apply(o *op) (int, error) {
+	switch o.kind {
+	case opAdd:
+		return st.add(o.adds)
+	case opMark:
+		return st.mark(o.fps)
+	case opFinish:
+		return st.finish(o.results)
+	case opRequeue:
+		return st.requeue(o.fps)
+	case opRelease:
+		return st.release(o.now, o.n)
+	}
+	return 0, fmt.Errorf("unknown op %d", o.kind)
+}
+
+func (st *txState) get(fp uint64) (stored, bool, error) {
+	v := st.urls.Get(fpKey(st.scratch[:0], fp))
+	if v == nil {
+		return stored{}, false, nil
+	}
+	s, err := decodeRecord(fp, v)
+	return s, err == nil, err
+}
+
+func (st *txState) putRecord(s *stored) error {
+	st.scratch = appendRecord(st.scratch[:0], s)
+	return st.urls.Put(fpKey(st.slab.take(8), s.FP), st.slab.copy(st.scratch))
+}
+
+func (st *txState) qkey(s *stored) []byte {
+	return queueKey(st.slab.take(queueKeyLen), PhaseOf(HostHash(s.Host), st.nphase), s.seq)
+}
+
+func (st *txState) enqueue(s *stored) error {
+	st.scratch = appendQueueValue(st.scratch[:0], s)
+	return st.queue.Put(st.qkey(s), st.slab.copy(st.scratch))
+}
+
+func (st *txState) dequeue(s *stored) error {
+	return st.queue.Delete(st.qkey(s))
+}
+
+func (st *txState) host(h string) (*HostStats, error) {
+	if hs, ok := st.hostCache[h]; ok {
+		return hs, nil
+	}
+	hs := &HostStats{Host: h}
+	if v := st.hosts.Get([]byte(h)); v != nil {
+		d, err := decodeHost(h, v)
+		if err != nil {
+			return nil, err
+		}
+		*hs = d
+	}
+	st.hostCache[h] = hs
+	return hs, nil
+}
+
+func (st *txState) add(adds []pendingURL) (int, error) {
+	added := 0
+	maxPer := int64(st.f.opts.MaxPerHost)
+	for i := range adds {
+		u := &adds[i]
+		if st.urls.Get(fpKey(st.scratch[:0], u.fp)) != nil {
+			continue // known (also when added earlier in this transaction)
+		}
+		hs, err := st.host(u.host)
+		if err != nil {
+			return 0, err
+		}
+		if maxPer > 0 && hs.Admitted >= maxPer {
+			st.cnt[cSkipped]++
+			continue
+		}
+		st.seq++
+		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: InList, Discovered: st.now}, seq: st.seq}
+		if err := st.putRecord(&s); err != nil {
+			return 0, err
+		}
+		if err := st.enqueue(&s); err != nil {
+			return 0, err
+		}
+		hs.Admitted++
+		st.cnt[cInList]++
+		added++
+	}
+	return added, nil
+}
+
+func (st *txState) mark(fps []uint64) (int, error) {
+	n := 0
+	for _, fp := range fps {
+		s, ok, err := st.get(fp)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || s.State != InList {
+			st.ignored++
+			continue
+		}
+		if err := st.dequeue(&s); err != nil {
+			return 0, err
+		}
+		if err := st.inprog.Put(fpKey(st.slab.take(8), fp), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
+			return 0, err
+		}
+		s.State = InProgress
+		if err := st.putRecord(&s); err != nil {
+			return 0, err
+		}
+		st.cnt[cInList]--
+		st.cnt[cInProgress]++
+		n++
+	}
+	return n, nil
+}
+
+// toList puts an IN_PROGRESS record back in the queue at its original seq.
+func (st *txState) toList(s *stored) error {
+	if err := st.inprog.Delete(fpKey(st.scratch[:0], s.FP)); err != nil {
+		return err
+	}
+	s.State = InList
+	if err := st.enqueue(s); err != nil {
+		return err
+	}
+	if err := st.putRecord(s); err != nil {
+		return err
+	}
+	st.cnt[cInProgress]--
+	st.cnt[cInList]++
+	return nil
+}
+
+func (st *txState) requeue(fps []uint64) (int, error) {
+	n := 0
+	for _, fp := range fps {
+		s, ok, err := st.get(fp)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || s.State != InProgress {
+			st.ignored++
+			continue
+		}
+		if err := st.toList(&s); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func (st *txState) finish(rs []Result) (int, error) {
+	n := 0
+	for _, r := range rs {
+		s, ok, err := st.get(r.FP)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || s.State != InProgress {
+			st.ignored++
+			continue
+		}
+		if err := st.inprog.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+			return 0, err
+		}
+		st.cnt[cInProgress]--
+		s.Tries++
+		s.Status, s.Reason, s.Fetched = r.Status, r.Reason, st.now
+		if r.State == Stalled && s.Tries < st.f.opts.MaxTries {
+			s.State = Stalled
+			s.NextTry = r.RetryAt
+			if s.NextTry.IsZero() {
+				s.NextTry = st.now
+			}
+			if err := st.stalled.Put(stalledKey(st.slab.take(16), s.NextTry, s.FP), nil); err != nil {
+				return 0, err
+			}
+			st.cnt[cStalled]++
+		} else {
+			s.State, s.NextTry = Completed, time.Time{}
+			st.cnt[cCompleted]++
+		}
+		if err := st.putRecord(&s); err != nil {
+			return 0, err
+		}
+		hs, err := st.host(s.Host)
+		if err != nil {
+			return 0, err
+		}
+		hs.Fetched++
+		if r.State == Stalled || r.Status >= 400 || (r.Reason != "" && r.Reason != "ok") {
+			hs.Errors++
+		}
+		hs.Bytes += max(r.Bytes, 0)
+		hs.LastFetch = st.now
+		n++
+	}
+	return n, nil
+}
+
+func (st *txState) release(now time.Time, limit int) (int, error) {
+	var due [][]byte
+	c := st.stalled.Cursor()
+	end := uint64(unixNano(now))
+	for k, _ := c.First(); k != nil && len(due) < limit; k, _ = c.Next() {
+		if len(k) != 16 || binary.BigEndian.Uint64(k) > end {
+			break
+		}
+		due = append(due, bytes.Clone(k))
+	}
+	n := 0
+	for _, k := range due {
+		if err := st.stalled.Delete(k); err != nil {
+			return 0, err
+		}
+		fp := binary.BigEndian.Uint64(k[8:])
+		s, ok, err := st.get(fp)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || s.State != Stalled {
+			st.ignored++
+			continue
+		}
+		s.State = InList
+		if err := st.enqueue(&s); err != nil {
+			return 0, err
+		}
+		if err := st.putRecord(&s); err != nil {
+			return 0, err
+		}
+		st.cnt[cStalled]--
+		st.cnt[cInList]++
+		n++
+	}
+	return n, nil
+}
+
+// recoverChunk bounds the IN_PROGRESS entries recovered per transaction.
+const recoverChunk = 10000
+
+// recoverInProgress puts every IN_PROGRESS URL back to IN_LIST (Open only,
+// before the writer starts).
+func (f *Frontier) recoverInProgress() (int, error) {
+	total := 0
+	for {
+		n := 0
+		st := f.newTxState(time.Now())
+		err := f.update(func(tx *bolt.Tx) error {
+			st.begin(tx)
+			n = 0
+			var fps []uint64
+			c := st.inprog.Cursor()
+			for k, _ := c.First(); k != nil && len(fps) < recoverChunk; k, _ = c.Next() {
+				if len(k) != 8 {
+					return fmt.Errorf("corrupt inprogress key %x", k)
+				}
+				fps = append(fps, binary.BigEndian.Uint64(k))
+			}
+			for _, fp := range fps {
+				s, ok, err := st.get(fp)
+				if err != nil {
+					return err
+				}
+				if !ok || s.State != InProgress {
+					if err := st.inprog.Delete(fpKey(nil, fp)); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := st.toList(&s); err != nil {
+					return err
+				}
+			}
+			n = len(fps)
+			return st.flush()
+		})
+		if err != nil {
+			return total, fmt.Errorf("recover in-progress URLs: %w", err)
+		}
+		f.committed(st)
+		total += n
+		if n < recoverChunk {
+			return total, nil
+		}
+	}
+}
+
+// rekeyChunk bounds the queue entries examined per SetPhases transaction.
+const rekeyChunk = 20000
+
+// rekey moves every queue entry to the key prefix of its phase under n
+// phases. The meta "rekey" mark makes an interrupted re-key resume at Open.
+func (f *Frontier) rekey(n int) error {
+	err := f.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bMeta)
+		return errors.Join(
+			meta.Put(mRekey, []byte{1}),
+			meta.Put(mNPhase, binary.BigEndian.AppendUint64(nil, uint64(n))),
+		)
+	})
+	if err != nil {
+		return fmt.Errorf("re-key queue: %w", err)
+	}
+	f.nphase.Store(int64(n))
+	var pos []byte
+	moved := 0
+	for done := false; !done; {
+		err := f.update(func(tx *bolt.Tx) error {
+			q := tx.Bucket(bQueue)
+			q.FillPercent = 0.9
+			type move struct{ old, new, val []byte }
+			var moves []move
+			c := q.Cursor()
+			var k, v []byte
+			if pos == nil {
+				k, v = c.First()
+			} else if k, v = c.Seek(pos); k != nil && bytes.Equal(k, pos) {
+				k, v = c.Next()
+			}
+			next := pos
+			for seen := 0; k != nil && seen < rekeyChunk; k, v = c.Next() {
+				seen++
+				next = bytes.Clone(k)
+				if len(k) != queueKeyLen {
+					return fmt.Errorf("corrupt queue key %x", k)
+				}
+				host, err := queueValueHost(v)
+				if err != nil {
+					return err
+				}
+				p := PhaseOf(HostHash(host), n)
+				if p != int(binary.BigEndian.Uint16(k)) {
+					moves = append(moves, move{next, queueKey(nil, p, binary.BigEndian.Uint64(k[2:])), bytes.Clone(v)})
+				}
+			}
+			end := k == nil
+			for _, m := range moves {
+				if err := q.Delete(m.old); err != nil {
+					return err
+				}
+				if err := q.Put(m.new, m.val); err != nil {
+					return err
+				}
+			}
+			if end {
+				if err := tx.Bucket(bMeta).Delete(mRekey); err != nil {
+					return err
+				}
+			}
+			pos, done = next, end
+			moved += len(moves)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("re-key queue: %w", err)
+		}
+	}
+	f.log.Info("queue re-keyed", "phases", n, "moved", moved)
+	return nil
+}

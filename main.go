@@ -1,0 +1,125 @@
+// Command phasecrawl is a peer-to-peer web crawler node in the style of
+// KSpider: a bbolt frontier, a prime-column bucket that gives each host one
+// connection and a polite pause, WARC output and Prometheus metrics.
+//
+//	phasecrawl run [flags]        start a node
+//	phasecrawl seed --node ADDR URL... | -f FILE
+//	phasecrawl status --node ADDR [--json]
+//	phasecrawl demo [--json]      crawl a synthetic web on loopback
+//	phasecrawl synthweb --listen ADDR
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+const usage = `phasecrawl — a peer-to-peer polite web crawler (KSpider design)
+
+Usage:
+  phasecrawl run [flags]                 start a node (phasecrawl run -h lists the flags)
+  phasecrawl seed --node ADDR URL...     add seed URLs to a running node (-f FILE: one URL a line, - for stdin)
+  phasecrawl status --node ADDR [--json] show a node's status
+  phasecrawl demo [--json]               crawl a synthetic web on loopback and print a summary
+  phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(args[1:], stderr)
+	case "seed":
+		err = cmdSeed(args[1:], stdout, stderr)
+	case "status":
+		err = cmdStatus(args[1:], stdout, stderr)
+	case "demo":
+		err = cmdDemo(args[1:], stdout, stderr)
+	case "synthweb":
+		err = cmdSynthweb(args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "phasecrawl: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "phasecrawl %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+// newLogger builds the slog logger the configuration asks for.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdRun(args []string, stderr io.Writer) error {
+	cfg, err := config.Load(args, os.LookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	log.Info("config loaded", "name", cfg.Name, "data", cfg.Data, "http", cfg.HTTP, "workers", cfg.Workers, "delay", cfg.Delay, "seeds", len(cfg.Seeds))
+	opts := node.Options{Logger: log}
+	if cfg.Cluster.Enabled() {
+		if opts.Cluster, err = clusterHook(cfg, log); err != nil {
+			return err
+		}
+	}
+	n, err := node.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return n.Run(ctx)
+}
+
+// clusterHook builds the node's cluster layer (issue 3) from the cluster
+// section of the configuration: gossip membership, URL ownership and
+// exchange, and the phase schedule.
+func clusterHook(cfg config.Config, log *slog.Logger) (node.ClusterHook, error) {
+	key, err := cluster.LoadKey(cfg.Cluster.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return func(f *frontier.Frontier, wake func()) (node.Router, node.PhaseClock, io.Closer, error) {
+		c, err := cluster.Start(cluster.NodeConfigFrom(cfg, key, cfg.HTTP, wake), f, log)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return c, c.PhaseClock(), c, nil
+	}, nil
+}

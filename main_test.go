@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// TestBinary builds phasecrawl, runs a node as its own process, drives it
+// with the thin clients, stops it with SIGTERM (exit 0 expected) and starts
+// it again on the same data directory.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "phasecrawl")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/robots.txt":
+			http.NotFound(w, r)
+		case "/":
+			fmt.Fprint(w, `<a href="/p1">1</a> <a href="/p2">2</a>`)
+		default:
+			fmt.Fprint(w, `<a href="/">home</a>`)
+		}
+	}))
+	defer site.Close()
+	addr := freeAddr(t)
+	data := filepath.Join(dir, "data")
+
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		var logs bytes.Buffer
+		cmd := exec.Command(bin, "run", "--data", data, "--http", addr, "--allow-private", "--delay", "1ms", "--log-format", "json")
+		cmd.Stderr = &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("node not ready: %s", logs.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return cmd, &logs
+	}
+	stop := func(cmd *exec.Cmd, logs *bytes.Buffer) {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("node did not exit after SIGTERM")
+		}
+		if !strings.Contains(logs.String(), `"msg":"node stopped"`) {
+			t.Errorf("no 'node stopped' log line:\n%s", logs.String())
+		}
+	}
+
+	cmd, logs := start()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"seed", "--node", addr, site.URL + "/", "ftp://nope/"}, &out, &errOut); code != 1 {
+		t.Errorf("seed with a bad URL: exit %d, want 1 (%s)", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "2 given, 1 new") || !strings.Contains(out.String(), "line 2") {
+		t.Errorf("seed output = %q", out.String())
+	}
+	var st node.Status
+	deadline := time.Now().Add(20 * time.Second)
+	for st.Frontier.Completed < 3 {
+		out.Reset()
+		if code := run([]string{"status", "--node", addr, "--json"}, &out, &errOut); code != 0 {
+			t.Fatalf("status: exit %d: %s", code, errOut.String())
+		}
+		if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+			t.Fatalf("status JSON: %v: %s", err, out.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("crawl did not complete: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out.Reset()
+	if code := run([]string{"status", "--node", addr}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "completed 3") {
+		t.Errorf("status text (exit %d): %s", code, out.String())
+	}
+	stop(cmd, logs)
+
+	// Same data again: the pages are known, the seed is not new.
+	cmd, logs = start()
+	out.Reset()
+	run([]string{"seed", "--node", addr, site.URL + "/"}, &out, &errOut)
+	if !strings.Contains(out.String(), "1 given, 0 new") {
+		t.Errorf("after restart the seed should be known: %q", out.String())
+	}
+	stop(cmd, logs)
+
+	// A bad flag value names the key and its range.
+	res, err := exec.Command(bin, "run", "--data", data, "--workers", "0").CombinedOutput()
+	if err == nil || !strings.Contains(string(res), "workers=0: must be in 1..4096") {
+		t.Errorf("bad workers: err=%v output=%s", err, res)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,480 @@
+// Package node wires one phasecrawl node: the scheduler loop that moves URLs
+// from the bbolt frontier into the prime-column bucket (KSpider §3.4), the
+// workers that fetch a dispatched element's list over one connection to its
+// host, the retry lane for STALLED URLs, the outputs (WARC, crawl log) and
+// the HTTP API.
+//
+// Data flows one way: config -> node -> (frontier <-> bucket) -> fetch ->
+// Router (the local frontier, or in a cluster the owner's frontier).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// Router sends discovered URLs to the node that owns them. The single-node
+// router adds them to the local frontier; the cluster's router forwards the
+// URLs other nodes own. Route returns how many URLs were new to this node's
+// frontier and must not return before they are durable.
+type Router interface {
+	Route(ctx context.Context, urls []frontier.NewURL) (added int, err error)
+}
+
+// PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
+type PhaseClock interface {
+	// Active returns the phase this node works on at now and the number of
+	// phases; open is false in the guard interval before a swap, when no new
+	// request may start.
+	Active(now time.Time) (phase, nphase int, open bool)
+}
+
+// PhaseDeadline is optionally implemented by a PhaseClock whose phases end:
+// Deadline returns the local time by which a request started at now must be
+// finished so that it does not outlive its phase. Workers bound every
+// request (robots.txt included) with it.
+type PhaseDeadline interface {
+	Deadline(now time.Time) time.Time
+}
+
+// ClusterHook builds the cluster layer once the node's frontier is open: the
+// Router that sends URLs to their owners, the PhaseClock of the cluster's
+// phase rotation, and a Closer the node calls after its workers stopped and
+// before it closes the frontier. wake tells the scheduler that URLs arrived
+// in the frontier from elsewhere (the URL exchange). The node re-keys the
+// frontier whenever the PhaseClock's phase count changes.
+type ClusterHook func(f *frontier.Frontier, wake func()) (Router, PhaseClock, io.Closer, error)
+
+// SinglePhase is the PhaseClock of a node alone: one phase, always open.
+type SinglePhase struct{}
+
+// Active implements PhaseClock.
+func (SinglePhase) Active(time.Time) (int, int, bool) { return 0, 1, true }
+
+// localRouter adds every URL to the local frontier.
+type localRouter struct{ f *frontier.Frontier }
+
+func (r localRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return r.f.Add(ctx, urls)
+}
+
+// Options are the parts of a node that tests and the cluster replace.
+type Options struct {
+	Logger *slog.Logger
+	// Router defaults to the local frontier.
+	Router Router
+	// Phases defaults to SinglePhase.
+	Phases PhaseClock
+	// Listener, if set, serves the API instead of listening on cfg.HTTP.
+	Listener net.Listener
+	// Cluster, if set, is called right after the frontier opens; its Router
+	// and PhaseClock replace Router and Phases.
+	Cluster ClusterHook
+}
+
+// Node is one running crawler.
+type Node struct {
+	cfg     config.Config
+	log     *slog.Logger
+	front   *frontier.Frontier
+	bkt     *bucket.Bucket
+	client  *fetch.Client
+	robots  *fetch.Robots
+	scope   *fetch.Scope
+	warc    *archive.WARCWriter
+	clog    *archive.CrawlLog
+	m       *Metrics
+	router  Router
+	phases  PhaseClock
+	cluster io.Closer // the cluster layer, closed before the frontier
+	ln      net.Listener
+
+	seedHosts *hostSet // scope when no allow_hosts/allow_domains: the seeds' hosts
+
+	started time.Time
+	pages   atomic.Int64
+	bytes   atomic.Int64
+	errs    atomic.Int64
+
+	wake chan struct{}     // new URLs or retries: the scheduler should scan
+	done chan finished     // workers -> scheduler: an element's list is done
+	jobs chan bucket.Batch // scheduler -> workers
+	snap atomic.Pointer[schedSnapshot]
+
+	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
+	persistCancel context.CancelFunc
+	ready         atomic.Bool
+	closeOnce     sync.Once
+}
+
+type finished struct {
+	id   bucket.ElementID
+	wait time.Duration
+}
+
+// schedSnapshot is what the scheduler publishes for status and metrics.
+type schedSnapshot struct {
+	bucket  bucket.Counts
+	phase   int
+	nphase  int
+	pending int
+}
+
+// New opens the node's data directory and builds its parts; Run starts it.
+func New(cfg config.Config, opts Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
+		return nil, fmt.Errorf("node: data directory %s: %w", cfg.Data, err)
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     log.With("node", cfg.Name),
+		phases:  opts.Phases,
+		started: time.Now(),
+		wake:    make(chan struct{}, 1),
+		done:    make(chan finished, cfg.Workers*2),
+		jobs:    make(chan bucket.Batch),
+	}
+	if n.phases == nil {
+		n.phases = SinglePhase{}
+	}
+	_, nphase, _ := n.phases.Active(time.Now())
+	n.snap.Store(&schedSnapshot{nphase: nphase})
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeResources()
+		}
+	}()
+	fo := frontier.DefaultOptions(filepath.Join(cfg.Data, "frontier.db"))
+	if opts.Cluster != nil {
+		// The cluster's PhaseClock is built after the frontier opens; start
+		// from the configured count, the scheduler re-keys when it differs.
+		nphase = max(cfg.Cluster.Phases, 1)
+	}
+	fo.Phases = nphase
+	fo.MaxPerHost = cfg.Scope.MaxPagesPerHost
+	fo.MaxTries = cfg.Fetch.MaxTries
+	fo.BatchSize = cfg.Frontier.BatchSize
+	fo.BatchDelay = cfg.Frontier.BatchDelay
+	var err error
+	if n.front, err = frontier.Open(fo); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.persistCtx, n.persistCancel = context.WithCancel(context.Background())
+	if opts.Cluster != nil {
+		router, phases, closer, err := opts.Cluster(n.front, n.notify)
+		if err != nil {
+			return nil, fmt.Errorf("node: cluster: %w", err)
+		}
+		n.cluster = closer
+		if router != nil {
+			opts.Router = router
+		}
+		if phases != nil {
+			n.phases = phases
+		}
+	}
+	if n.bkt, err = bucket.New(cfg.BucketConfig(nphase)); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	var rules []fetch.ResolveRule
+	for _, r := range cfg.Resolve {
+		rule, err := fetch.ParseResolve(r)
+		if err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		rules = append(rules, rule)
+	}
+	n.client, err = fetch.NewClient(fetch.ClientConfig{
+		UserAgent:      cfg.UserAgent,
+		ConnectTimeout: cfg.Fetch.ConnectTimeout,
+		HeaderTimeout:  cfg.Fetch.HeaderTimeout,
+		BodyTimeout:    cfg.Fetch.BodyTimeout,
+		MaxBodySize:    cfg.Fetch.MaxBodySize,
+		AllowPrivate:   cfg.AllowPrivate,
+		Resolve:        rules,
+		MaxIdleConns:   cfg.Workers * 2,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.robots = fetch.NewRobots(fetch.RobotsConfig{
+		UserAgent:     cfg.UserAgent,
+		TTL:           cfg.Robots.TTL,
+		ErrorTTL:      cfg.Robots.ErrorTTL,
+		MaxCrawlDelay: cfg.Robots.MaxCrawlDelay,
+	})
+	if n.scope, err = fetch.NewScope(fetch.ScopeConfig{
+		AllowHosts:   cfg.Scope.AllowHosts,
+		AllowDomains: cfg.Scope.AllowDomains,
+		Include:      cfg.Scope.Include,
+		Exclude:      cfg.Scope.Exclude,
+		MaxDepth:     cfg.Scope.MaxDepth,
+	}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if len(cfg.Scope.AllowHosts) == 0 && len(cfg.Scope.AllowDomains) == 0 {
+		if n.seedHosts, err = openHostSet(filepath.Join(cfg.Data, "seed-hosts.txt")); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if cfg.WARC.Enabled {
+		dir := filepath.Join(cfg.Data, "warc")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("node: warc directory: %w", err)
+		}
+		if rep, err := archive.Recover(dir); err != nil {
+			return nil, fmt.Errorf("node: recover WARC files: %w", err)
+		} else if len(rep.Files) > 0 {
+			n.log.Info("recovered WARC files left open by a crash", "files", len(rep.Files))
+		}
+		wc := archive.DefaultWARCConfig(dir)
+		wc.Prefix, wc.MaxSize, wc.Software = "phasecrawl-"+cfg.Name, cfg.WARC.MaxSize, "phasecrawl/0.1"
+		if n.warc, err = archive.NewWARCWriter(wc); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
+	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, "crawl.log")); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.router = opts.Router
+	if n.router == nil {
+		n.router = localRouter{n.front}
+	}
+	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	if opts.Listener != nil {
+		n.ln = opts.Listener
+	} else if cfg.HTTP != "" {
+		if n.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			return nil, fmt.Errorf("node: API listen on %s (key http): %w", cfg.HTTP, err)
+		}
+	}
+	seeds, err := cfg.ReadSeeds()
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if len(seeds) > 0 {
+		res, err := n.AddSeeds(context.Background(), seeds)
+		if err != nil {
+			return nil, fmt.Errorf("node: seeds: %w", err)
+		}
+		for _, b := range res.Bad {
+			n.log.Warn("seed rejected", "line", b.Line, "url", b.URL, "error", b.Error)
+		}
+		n.log.Info("seeds loaded", "given", len(seeds), "new", res.Added, "rejected", len(res.Bad))
+	}
+	c := n.front.Counts()
+	n.log.Info("node opened", "data", cfg.Data, "in_list", c.InList, "completed", c.Completed, "stalled", c.Stalled, "workers", cfg.Workers, "delay", cfg.Delay)
+	ok = true
+	return n, nil
+}
+
+// Addr returns the API's listen address (nil if the API is off).
+func (n *Node) Addr() net.Addr {
+	if n.ln == nil {
+		return nil
+	}
+	return n.ln.Addr()
+}
+
+// Frontier returns the node's frontier (read-only use: counts, records).
+func (n *Node) Frontier() *frontier.Frontier { return n.front }
+
+// Metrics returns the node's metrics.
+func (n *Node) Metrics() *Metrics { return n.m }
+
+// Run crawls until ctx is cancelled, then shuts down gracefully: it stops
+// dispatching, lets in-flight fetches finish for up to shutdown_timeout, puts
+// every URL not fetched back to IN_LIST, flushes the WARC file and the crawl
+// log and closes the frontier. Run closes the node; it may be called once.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.closeResources()
+	var wg sync.WaitGroup
+	var srv *http.Server
+	if n.ln != nil {
+		srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.log.Error("API server stopped", "error", err)
+			}
+		}()
+	}
+	// Workers get their own context: at shutdown they may finish in-flight
+	// fetches for up to shutdown_timeout after ctx is done.
+	workCtx, stopWork := context.WithCancel(context.Background())
+	defer stopWork()
+	var workers sync.WaitGroup
+	for i := 0; i < n.cfg.Workers; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for b := range n.jobs {
+				n.work(workCtx, ctx, b)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.retryLane(ctx)
+	}()
+	n.ready.Store(true)
+	n.log.Info("node running", "api", n.Addr())
+
+	n.schedule(ctx) // returns when ctx is done, after handing back what it held
+
+	n.ready.Store(false)
+	close(n.jobs)
+	allDone := make(chan struct{})
+	go func() { workers.Wait(); close(allDone) }()
+	// Keep consuming finished elements so no worker blocks on n.done.
+	drainStop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-n.done:
+			case <-drainStop:
+				return
+			}
+		}
+	}()
+	select {
+	case <-allDone:
+	case <-time.After(n.cfg.ShutdownTimeout):
+		n.log.Warn("shutdown timeout: cancelling in-flight fetches", "timeout", n.cfg.ShutdownTimeout)
+		stopWork()
+		<-allDone
+	}
+	close(drainStop)
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	wg.Wait()
+	c := n.front.Counts()
+	n.log.Info("node stopped", "pages", n.pages.Load(), "in_list", c.InList, "in_progress", c.InProgress, "completed", c.Completed, "stalled", c.Stalled)
+	return nil
+}
+
+// closeResources flushes and closes every output and the frontier, once.
+func (n *Node) closeResources() {
+	n.closeOnce.Do(func() {
+		if n.ln != nil {
+			_ = n.ln.Close()
+		}
+		if n.warc != nil {
+			if err := n.warc.Close(); err != nil {
+				n.log.Error("close WARC", "error", err)
+			}
+		}
+		if n.clog != nil {
+			if err := n.clog.Close(); err != nil {
+				n.log.Error("close crawl log", "error", err)
+			}
+		}
+		if n.client != nil {
+			n.client.Close()
+		}
+		if n.cluster != nil {
+			if err := n.cluster.Close(); err != nil {
+				n.log.Error("close cluster", "error", err)
+			}
+		}
+		if n.persistCancel != nil {
+			n.persistCancel()
+		}
+		if n.front != nil {
+			if err := n.front.Close(); err != nil {
+				n.log.Error("close frontier", "error", err)
+			}
+		}
+		if n.seedHosts != nil {
+			n.seedHosts.Close()
+		}
+	})
+}
+
+// notify wakes the scheduler without blocking.
+func (n *Node) notify() {
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retryLane releases STALLED URLs whose backoff has passed back to IN_LIST
+// (seed 003's inactive-URL lane): dead hosts wait out their backoff on disk
+// instead of holding a worker or a bucket row.
+func (n *Node) retryLane(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for {
+			k, err := n.front.ReleaseStalled(ctx, time.Now(), 1000)
+			if err != nil {
+				if ctx.Err() == nil {
+					n.log.Error("retry lane", "error", err)
+				}
+				break
+			}
+			if k == 0 {
+				break
+			}
+			n.m.StalledRetries.Add(float64(k))
+			n.notify()
+			if k < 1000 {
+				break
+			}
+		}
+	}
+}
+
+// Done reports whether the crawl has nothing left to do: no URL IN_LIST,
+// IN_PROGRESS or STALLED and no element queued or fetching.
+func (n *Node) Done() bool {
+	c := n.front.Counts()
+	s := n.snap.Load()
+	return c.InList == 0 && c.InProgress == 0 && c.Stalled == 0 &&
+		s.bucket.Queuing == 0 && s.bucket.Fetching == 0 && s.pending == 0
+}
+
+func (n *Node) frontierStates() map[string]float64 {
+	c := n.front.Counts()
+	return map[string]float64{"in_list": float64(c.InList), "in_progress": float64(c.InProgress), "completed": float64(c.Completed), "stalled": float64(c.Stalled)}
+}
+
+func (n *Node) bucketStates() map[string]float64 {
+	b := n.snap.Load().bucket
+	return map[string]float64{"free": float64(b.Free), "queuing": float64(b.Queuing), "fetching": float64(b.Fetching), "timewait": float64(b.TimeWait)}
+}

@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+const (
+	// scanChunk is how many frontier records one scheduler step reads (one short read transaction).
+	scanChunk = 4096
+	// maxTick bounds how long the scheduler sleeps when it expects nothing.
+	maxTick = 100 * time.Millisecond
+)
+
+// scheduler is the state of the scheduling loop (KSpider §3.4): it owns the
+// bucket and a cursor sliding over the active phase's queue of IN_LIST URLs.
+type scheduler struct {
+	n       *Node
+	cursor  frontier.Cursor
+	scanned int  // records visited since the window last wrapped to the oldest URL
+	passHit bool // any URL placed since the window last wrapped
+	idle    bool // a whole pass placed nothing and nothing changed since: don't rescan
+	phase   int
+	nphase  int            // the phase count the frontier's queue is keyed by
+	pending []bucket.Batch // dispatched, waiting for a free worker
+}
+
+// schedule runs the scheduler until ctx is done, then hands back to the
+// frontier every URL it holds that no worker has started.
+func (n *Node) schedule(ctx context.Context) {
+	s := &scheduler{n: n}
+	s.phase, _, _ = n.phases.Active(time.Now())
+	s.nphase = n.front.Phases()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		phase, nphase, open := n.phases.Active(now)
+		if phase != s.phase || nphase != s.nphase {
+			s.swap(phase, nphase)
+		}
+		if freed := n.bkt.Release(now); freed > 0 {
+			s.idle = false
+		}
+		if open && !s.idle {
+			s.fill(now, phase)
+		}
+		if open && len(s.pending) < n.cfg.Workers {
+			s.pending = append(s.pending, n.bkt.Dispatch(now)...)
+		}
+		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: len(s.pending)})
+
+		var jobs chan bucket.Batch
+		var next bucket.Batch
+		if len(s.pending) > 0 && open {
+			jobs, next = n.jobs, s.pending[0]
+		}
+		wait := maxTick
+		if !s.idle && open {
+			wait = 0 // more of the window to scan
+		} else if t, ok := n.bkt.NextEvent(); ok {
+			if d := time.Until(t); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		if wait == 0 && jobs == nil {
+			select {
+			case <-ctx.Done():
+				s.stop()
+				return
+			case f := <-n.done:
+				s.finish(f)
+			default:
+			}
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			s.stop()
+			return
+		case jobs <- next:
+			s.pending = s.pending[1:]
+		case f := <-n.done:
+			s.finish(f)
+		case <-n.wake:
+			s.idle = false
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// fill reads the next chunk of the window and places what fits in the bucket.
+func (s *scheduler) fill(now time.Time, phase int) {
+	n := s.n
+	var placed []uint64
+	visited := 0
+	limit := min(scanChunk, n.cfg.Frontier.Window-s.scanned)
+	next, err := n.front.Scan(phase, s.cursor, limit, func(r frontier.Record) bool {
+		visited++
+		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
+		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
+		case bucket.Joined, bucket.Placed:
+			placed = append(placed, r.FP)
+		}
+		return true
+	})
+	if err != nil {
+		n.log.Error("scheduler: scan frontier", "error", err)
+		s.idle = true
+		return
+	}
+	if len(placed) > 0 {
+		// persistCtx, not ctx: a shutdown must not cut this write in half-known state.
+		if err := n.front.MarkInProgress(n.persistCtx, placed); err != nil {
+			// Take the URLs out of the bucket again and hand them back (Requeue
+			// leaves URLs that never left IN_LIST alone).
+			n.log.Error("scheduler: mark in progress", "error", err)
+			var fps []uint64
+			for _, it := range n.bkt.Drain() {
+				fps = append(fps, it.FP)
+			}
+			_ = n.front.Requeue(n.persistCtx, fps)
+			s.idle = true
+			return
+		}
+		s.passHit = true
+	}
+	s.scanned += visited
+	s.cursor = next
+	if next == nil || s.scanned >= n.cfg.Frontier.Window {
+		// End of the window: slide back to the oldest unfinished URL.
+		s.cursor, s.scanned = nil, 0
+		if !s.passHit {
+			s.idle = true
+		}
+		s.passHit = false
+	}
+}
+
+// finish moves a fetched element to TIMEWAIT for its host's delay.
+func (s *scheduler) finish(f finished) {
+	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
+		s.n.log.Error("scheduler: finish element", "error", err)
+	}
+}
+
+// swap returns the QUEUING URLs of the old phase to IN_LIST (KSpider §3.3).
+// When the phase count changed (cluster membership), it re-keys the
+// frontier's queue for the new count.
+func (s *scheduler) swap(phase, nphase int) {
+	n := s.n
+	var fps []uint64
+	for _, it := range n.bkt.Drain() {
+		fps = append(fps, it.FP)
+	}
+	for _, b := range s.pending {
+		for _, it := range b.Items {
+			fps = append(fps, it.FP)
+		}
+		_ = n.bkt.Finish(b.ID, time.Now(), 0)
+	}
+	s.pending = nil
+	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
+		n.log.Error("scheduler: requeue at phase swap", "error", err)
+	}
+	if nphase != n.front.Phases() {
+		if err := n.front.SetPhases(nphase); err != nil {
+			n.log.Error("scheduler: re-key frontier for a new phase count", "nphase", nphase, "error", err)
+		} else {
+			n.log.Info("frontier re-keyed", "from", s.nphase, "to", nphase)
+		}
+	}
+	n.log.Info("phase swap", "from", s.phase, "to", phase, "nphase", nphase, "requeued", len(fps))
+	s.nphase = n.front.Phases()
+	s.phase, s.cursor, s.scanned, s.idle = phase, nil, 0, false
+}
+
+// stop hands back every URL the scheduler holds that no worker has taken.
+func (s *scheduler) stop() {
+	n := s.n
+	var fps []uint64
+	for _, it := range n.bkt.Drain() {
+		fps = append(fps, it.FP)
+	}
+	for _, b := range s.pending {
+		for _, it := range b.Items {
+			fps = append(fps, it.FP)
+		}
+	}
+	s.pending = nil
+	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
+		n.log.Error("scheduler: requeue at shutdown", "error", err)
+	}
+	n.log.Info("scheduler stopped", "requeued", len(fps))
+}

@@ -1,0 +1,336 @@
+package node
+
+import (
+	"context"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// hostTrip is one worker's visit to one host: the element's list fetched in
+// order over the host's single persistent connection, with the host's delay
+// between two requests (robots.txt included).
+type hostTrip struct {
+	n        *Node
+	host     string
+	hostHash uint64
+	delay    time.Duration // max(delay, Crawl-delay)
+	last     time.Time     // end of the previous request to this host
+	results  []frontier.Result
+	found    []frontier.NewURL
+	requeue  []uint64
+	down     string // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+}
+
+// work fetches one dispatched element. fetchCtx bounds the requests
+// themselves; runCtx being done means "start no new request".
+func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
+	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay}
+	pd, _ := n.phases.(PhaseDeadline)
+	for i, it := range b.Items {
+		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
+		if pd != nil {
+			// Taken before the phase check: if the phase ends in between,
+			// the deadline is already past and the request is requeued.
+			ctx, cancel = context.WithDeadline(fetchCtx, pd.Deadline(time.Now()))
+		}
+		if runCtx.Err() != nil || fetchCtx.Err() != nil || !t.phaseOpen() {
+			cancel()
+			for _, rest := range b.Items[i:] {
+				t.requeue = append(t.requeue, rest.FP)
+			}
+			break
+		}
+		t.fetchOne(ctx, it)
+		cancel()
+	}
+	t.commit()
+	n.done <- finished{id: b.ID, wait: t.delay}
+}
+
+// phaseOpen reports whether this host's phase is still the node's active one.
+func (t *hostTrip) phaseOpen() bool {
+	phase, nphase, open := t.n.phases.Active(time.Now())
+	return open && frontier.PhaseOf(t.hostHash, nphase) == phase
+}
+
+// pace waits until the host's delay has passed since the previous request.
+func (t *hostTrip) pace(ctx context.Context) error {
+	if t.last.IsZero() {
+		return nil
+	}
+	d := time.Until(t.last.Add(t.delay))
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// robotsGet fetches robots.txt over the host's connection, paced like a page.
+func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, []byte, error) {
+	if err := t.pace(ctx); err != nil {
+		return 0, nil, nil, err
+	}
+	resp, err := t.n.client.Fetch(ctx, u)
+	t.last = time.Now()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	t.archive(resp)
+	return resp.Status, resp.Header, resp.Body, nil
+}
+
+func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
+	n := t.n
+	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
+	res := frontier.Result{FP: it.FP, State: frontier.Completed}
+	defer func() {
+		if res.FP != 0 {
+			t.results = append(t.results, res)
+			if err := n.clog.Write(entry); err != nil {
+				n.log.Error("crawl log", "error", err)
+			}
+		}
+	}()
+	if t.down != "" {
+		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
+		return
+	}
+	u, err := url.Parse(it.URL)
+	if err != nil { // cannot happen for a normalized URL; never panic on it
+		res.Reason, entry.Reason, entry.Error = "bad_url", "bad_url", err.Error()
+		return
+	}
+	allowed, crawlDelay, err := n.robots.Check(ctx, u, t.robotsGet)
+	if crawlDelay > t.delay {
+		t.delay = crawlDelay
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			t.requeue = append(t.requeue, it.FP)
+			res.FP = 0
+			return
+		}
+		kind := fetch.ErrorKind(err)
+		n.m.FetchErrors.WithLabelValues("robots_" + kind).Inc()
+		n.errs.Add(1)
+		if kind == "private_address" {
+			res.Reason, entry.Reason, entry.Error = kind, kind, err.Error()
+			return
+		}
+		t.stall(&res, &entry, it, "robots_unavailable", err.Error())
+		if isHostDown(kind) {
+			t.down = kind
+		}
+		return
+	}
+	if !allowed {
+		n.m.RobotsDenied.Inc()
+		res.Reason, entry.Reason = "robots", "robots"
+		return
+	}
+	if err := t.pace(ctx); err != nil {
+		t.requeue = append(t.requeue, it.FP)
+		res.FP = 0
+		return
+	}
+	start := time.Now()
+	resp, err := n.client.Fetch(ctx, it.URL)
+	t.last = time.Now()
+	entry.DurationMS = t.last.Sub(start).Milliseconds()
+	if err != nil {
+		kind := fetch.ErrorKind(err)
+		if kind == "canceled" || ctx.Err() != nil {
+			t.requeue = append(t.requeue, it.FP)
+			res.FP = 0
+			return
+		}
+		n.m.FetchErrors.WithLabelValues(kind).Inc()
+		n.errs.Add(1)
+		if kind == "private_address" {
+			res.Reason, entry.Reason, entry.Error = kind, kind, err.Error()
+			return
+		}
+		t.stall(&res, &entry, it, kind, err.Error())
+		if isHostDown(kind) {
+			t.down = kind
+		}
+		return
+	}
+	n.m.FetchDuration.Observe(resp.Duration.Seconds())
+	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
+	n.m.BytesFetched.Add(float64(len(resp.RawBody)))
+	n.pages.Add(1)
+	n.bytes.Add(int64(len(resp.RawBody)))
+	t.archive(resp)
+	entry.Status, entry.Bytes, entry.MIME, entry.Truncated = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType), resp.Truncated
+	res.Status, res.Bytes = resp.Status, int64(len(resp.RawBody))
+	if resp.Truncated {
+		n.m.Truncated.Inc()
+	}
+	switch {
+	case resp.Status >= 300 && resp.Status < 400:
+		res.Reason, entry.Reason = "redirect", "redirect"
+		if resp.Location != "" {
+			entry.Redirect = resp.Location
+			if t.discover(resp.Location, it.Depth+1) {
+				entry.Outlinks = 1
+			}
+		}
+	case resp.Status >= 500:
+		t.stall(&res, &entry, it, "http_5xx", "HTTP "+strconv.Itoa(resp.Status))
+		entry.Status = resp.Status
+	case resp.Status >= 400:
+		res.Reason, entry.Reason = "http_4xx", "http_4xx"
+	default:
+		res.Reason, entry.Reason = "ok", "ok"
+		if isHTML(resp.ContentType, resp.Body) {
+			entry.Outlinks = t.links(resp, it.Depth)
+		}
+	}
+}
+
+// links extracts, scopes and collects a page's outlinks; it returns how many were kept.
+func (t *hostTrip) links(resp *fetch.Response, depth int) int {
+	base, err := url.Parse(resp.URL)
+	if err != nil {
+		return 0
+	}
+	var page fetch.Page
+	if t.n.cfg.Fetch.Parser == "goquery" {
+		page = fetch.ExtractLinks(base, resp.Body)
+	} else {
+		page = fetch.ExtractLinksFast(base, resp.Body)
+	}
+	if page.NoFollow {
+		return 0
+	}
+	kept := 0
+	for _, l := range page.Links {
+		if l.NoFollow {
+			continue
+		}
+		if t.discover(l.URL, depth+1) {
+			kept++
+		}
+	}
+	return kept
+}
+
+// discover normalizes and scopes one discovered URL and keeps it for routing.
+func (t *hostTrip) discover(raw string, depth int) bool {
+	n := t.n
+	norm, err := fetch.Normalize(raw)
+	if err != nil {
+		n.m.OutOfScope.WithLabelValues("invalid").Inc()
+		return false
+	}
+	u, err := url.Parse(norm)
+	if err != nil {
+		return false
+	}
+	if ok, reason := n.inScope(u, depth); !ok {
+		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		return false
+	}
+	n.m.URLsDiscovered.Inc()
+	t.found = append(t.found, frontier.NewURL{URL: norm, Host: u.Host, Depth: depth})
+	return true
+}
+
+// stall marks res STALLED (or COMPLETED once its tries are used up, which the
+// frontier decides) with a retry time that doubles with every try.
+func (t *hostTrip) stall(res *frontier.Result, entry *archive.LogEntry, it bucket.Item, reason, msg string) {
+	backoff := t.n.cfg.Fetch.RetryBackoff << min(it.Tries, 16)
+	res.State, res.Reason, res.RetryAt = frontier.Stalled, reason, time.Now().Add(backoff)
+	entry.Reason, entry.Error = reason, msg
+}
+
+func (t *hostTrip) archive(resp *fetch.Response) {
+	if t.n.warc == nil {
+		return
+	}
+	block := archive.HTTPResponseBlock(resp.Proto, resp.Status, resp.Header, resp.RawBody)
+	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: block, Truncated: resp.Truncated}
+	if err := t.n.warc.Write(x); err != nil {
+		t.n.log.Error("WARC write", "error", err)
+	}
+}
+
+// commit makes the trip durable: the outlinks first (so a crash can lose a
+// fetch but never a discovered URL), then the results, then the requeues.
+func (t *hostTrip) commit() {
+	n := t.n
+	ctx := n.persistCtx
+	if len(t.found) > 0 {
+		added, err := n.router.Route(ctx, t.found)
+		if err != nil {
+			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
+			n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
+			return
+		}
+		n.m.URLsNew.Add(float64(added))
+		if added > 0 {
+			n.notify()
+		}
+	}
+	if len(t.results) > 0 {
+		if err := n.front.Finish(ctx, t.results); err != nil {
+			n.log.Error("record fetch results", "error", err)
+		}
+	}
+	if len(t.requeue) > 0 {
+		if err := n.front.Requeue(ctx, t.requeue); err != nil {
+			n.log.Error("requeue unfetched URLs", "error", err)
+		}
+	}
+}
+
+func isHostDown(kind string) bool {
+	switch kind {
+	case "timeout", "dns", "conn_refused", "conn_reset", "tls":
+		return true
+	}
+	return false
+}
+
+func codeLabel(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
+	}
+	return strconv.Itoa(status)
+}
+
+func mediaType(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(strings.SplitN(ct, ";", 2)[0]))
+	}
+	return mt
+}
+
+func isHTML(ct string, body []byte) bool {
+	if ct == "" {
+		ct = http.DetectContentType(body)
+	}
+	mt := mediaType(ct)
+	return mt == "text/html" || mt == "application/xhtml+xml"
+}

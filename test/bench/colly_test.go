@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/test/webnode"
+)
+
+// smallWeb is a bounded web for the fairness tests: 60 hosts, 2,000 pages,
+// with every feature of the default web (robots groups and Crawl-delay,
+// slow and gzip hosts, redirects, nofollow, frames, the trap).
+func smallWeb(t *testing.T) *synthweb.Web {
+	t.Helper()
+	wc := synthweb.DefaultConfig()
+	wc.Hosts, wc.Pages = 60, 2000
+	web, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return web
+}
+
+func checkCrawler(t *testing.T, name string, run crawler) {
+	web := smallWeb(t)
+	srv, err := webnode.Start(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	exp := web.Expected(srv.Scope(UserAgent))
+	if len(exp.CrawlDelay) == 0 || len(exp.Disallowed) == 0 || len(exp.TrapHosts) == 0 {
+		t.Fatalf("small web lacks a feature: crawl-delay hosts %d, disallowed %d, trap hosts %d",
+			len(exp.CrawlDelay), len(exp.Disallowed), len(exp.TrapHosts))
+	}
+	res, err := run(t, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := web.Check(exp, 0); len(v) > 0 {
+		t.Fatalf("%s: %d violations:\n%s", name, len(v), strings.Join(v, "\n"))
+	}
+	if res.Pages != int64(exp.Fetches) {
+		t.Fatalf("%s fetched %d pages, oracle expects %d", name, res.Pages, exp.Fetches)
+	}
+	t.Logf("%s: %d pages over %d hosts in %s (%.0f pages/s), %d disallowed never fetched, %d crawl-delay hosts",
+		name, res.Pages, exp.Hosts, res.Elapsed.Round(time.Millisecond), float64(res.Pages)/res.Elapsed.Seconds(),
+		len(exp.Disallowed), len(exp.CrawlDelay))
+}
+
+// TestCollyCorrect proves the comparison fair: colly, as set up by RunColly,
+// passes the same oracle check as phasecrawl (every reachable page exactly
+// once, robots.txt obeyed and fetched once per host, at most one request in
+// flight per host, Crawl-delay honoured, the trap bounded, nothing else).
+func TestCollyCorrect(t *testing.T) {
+	checkCrawler(t, "colly", func(_ testing.TB, srv *webnode.Server) (Result, error) {
+		return RunColly(context.Background(), srv, 2*time.Minute)
+	})
+}
+
+// TestPhasecrawlCorrect is the same check for phasecrawl on the same web.
+func TestPhasecrawlCorrect(t *testing.T) {
+	checkCrawler(t, "phasecrawl", func(tb testing.TB, srv *webnode.Server) (Result, error) {
+		return RunPhasecrawl(context.Background(), srv, tb.TempDir(), 2*time.Minute)
+	})
+}

@@ -1,0 +1,80 @@
+// Package webnode runs the synthetic web on a loopback listener and builds
+// the configuration of a node that crawls it. The demo, the end-to-end tests
+// and the benchmarks share it, so they all crawl the same web the same way.
+package webnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+)
+
+// MaxPagesPerHost is the per-host cap the crawls use: above every regular
+// site's size, so it only bounds the spider trap.
+const MaxPagesPerHost = 1000
+
+// Server is the synthetic web served on 127.0.0.1.
+type Server struct {
+	Web  *synthweb.Web
+	Addr string // HOST:PORT of the listener
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Start serves web on a fresh loopback port.
+func Start(web *synthweb.Web) (*Server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("webnode: listen: %w", err)
+	}
+	s := &Server{Web: web, Addr: ln.Addr().String(), done: make(chan struct{}),
+		srv: &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}}
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener was closed under us; Close reports nothing more useful
+		}
+	}()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+// Scope is the synthetic-web scope every crawl here uses.
+func (s *Server) Scope(userAgent string) synthweb.Scope {
+	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: MaxPagesPerHost, UserAgent: userAgent}
+}
+
+// NodeConfig returns the configuration of a node named name that crawls the
+// web with the given per-host delay, keeping its data under dir.
+func (s *Server) NodeConfig(name, dir string, delay time.Duration) config.Config {
+	c := config.Default()
+	c.Name = name
+	c.Data = filepath.Join(dir, name)
+	c.HTTP = "127.0.0.1:0"
+	c.Seeds = s.Web.Seeds()
+	c.Resolve = []string{s.Web.ResolvePattern() + "=" + s.Addr}
+	c.AllowPrivate = true
+	c.Delay = delay
+	c.Workers = 64
+	c.Scope.AllowDomains = []string{s.Web.Config().Domain}
+	c.Scope.MaxPagesPerHost = MaxPagesPerHost
+	c.Bucket.MaxQueueWait = 100 * time.Millisecond
+	c.Fetch.RetryBackoff = time.Second
+	c.ShutdownTimeout = 10 * time.Second
+	return c
+}
