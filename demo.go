@@ -167,11 +167,14 @@ func cmdSynthweb(args []string, stdout, stderr io.Writer) error {
 	hosts := fs.Int("hosts", synthweb.DefaultConfig().Hosts, "hosts")
 	pages := fs.Int("pages", synthweb.DefaultConfig().Pages, "pages")
 	seed := fs.Int64("seed", synthweb.DefaultConfig().Seed, "generator seed")
+	domain := fs.String("domain", synthweb.DefaultConfig().Domain, "parent domain of every host")
+	traps := fs.Int("trap-hosts", synthweb.DefaultConfig().TrapHosts, "spider-trap hosts (infinite calendars)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages, wc.Seed = *hosts, *pages, *seed
+	wc.Domain, wc.TrapHosts = *domain, *traps
 	web, err := synthweb.New(wc)
 	if err != nil {
 		return err

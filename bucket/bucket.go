@@ -252,6 +252,27 @@ func (b *Bucket) Add(now time.Time, host string, hostHash uint64, it Item) Outco
 	return Placed
 }
 
+// Accepts reports whether Add would take a URL of host now (it joins the
+// host's QUEUING element with room, or the host has no element and its
+// column a FREE row). It changes nothing; the scheduler uses it to skip
+// frontier records without decoding them. O(Rows).
+func (b *Bucket) Accepts(host string, hostHash uint64) bool {
+	rows := b.cfg.Rows
+	base := b.Column(hostHash) * rows
+	free := false
+	for r := range rows {
+		e := &b.el[base+r]
+		if e.state == Free {
+			free = true
+			continue
+		}
+		if e.hash == hostHash && e.host == host {
+			return e.state == Queuing && !e.ready
+		}
+	}
+	return free
+}
+
 func (b *Bucket) markReady(i int32, now time.Time) {
 	e := &b.el[i]
 	e.ready, e.at = true, now
@@ -268,6 +289,19 @@ func (b *Bucket) Dispatch(now time.Time) []Batch {
 	}
 	b.ready = b.ready[:0]
 	for b.queue.len() > 0 && !now.Before(b.el[b.queue.top()].at) {
+		out = append(out, b.fetch(b.queue.pop()))
+	}
+	return out
+}
+
+// Flush is Dispatch with every QUEUING element due, whatever its queue
+// deadline: full elements first, then the others, oldest deadline first.
+// The scheduler calls it when a pass over the frontier's window found no
+// more URLs, so a partial list would only wait for nothing (max-queue-wait
+// stays the bound while scans still fill elements).
+func (b *Bucket) Flush(now time.Time) []Batch {
+	out := b.Dispatch(now)
+	for b.queue.len() > 0 {
 		out = append(out, b.fetch(b.queue.pop()))
 	}
 	return out

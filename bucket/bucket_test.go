@@ -521,3 +521,49 @@ func TestIsPrime(t *testing.T) {
 		}
 	}
 }
+
+// TestFlush: Flush dispatches every QUEUING element before its deadline,
+// full ones first, then by deadline; FREE, FETCHING and TIMEWAIT elements
+// are left alone.
+func TestFlush(t *testing.T) {
+	b, _ := New(testConfig())
+	add := func(ms int, host string, n int) {
+		for i := range n {
+			if o := b.Add(at(ms), host, fnvHash(host), Item{FP: fnvHash(host) + uint64(i)}); o == Rejected {
+				t.Fatalf("add %s: rejected", host)
+			}
+		}
+	}
+	add(0, "x", 1)
+	x := b.Dispatch(at(100)) // x: FETCHING, must not be flushed again
+	add(0, "a", 1)
+	add(10, "c", 1)
+	add(20, "b", 3) // full
+	add(5, "d", 2)
+	got := b.Flush(at(30)) // every deadline (100ms after its add) still ahead
+	var names []string
+	for _, bt := range got {
+		names = append(names, fmt.Sprintf("%s:%d", bt.Host, len(bt.Items)))
+	}
+	if want := "b:3 a:1 d:2 c:1"; strings.Join(names, " ") != want {
+		t.Fatalf("Flush = %q, want %q", strings.Join(names, " "), want)
+	}
+	if c := b.Counts(); c.Queuing != 0 || c.Fetching != 5 {
+		t.Fatalf("after Flush: %+v, want 0 queuing, 5 fetching", c)
+	}
+	if again := b.Flush(at(31)); len(again) != 0 {
+		t.Fatalf("second Flush dispatched %d elements", len(again))
+	}
+	if _, ok := b.NextEvent(); ok {
+		t.Fatal("NextEvent after Flush: want none (nothing QUEUING or TIMEWAIT)")
+	}
+	// The flushed elements finish like dispatched ones.
+	for _, bt := range append(got, x...) {
+		if err := b.Finish(bt.ID, at(40), 0); err != nil {
+			t.Fatalf("finish %s: %v", bt.Host, err)
+		}
+	}
+	if freed := b.Release(at(40)); freed != 5 {
+		t.Fatalf("released %d, want 5", freed)
+	}
+}

@@ -162,10 +162,14 @@ func runRandom(t *testing.T, seed int64, steps int) {
 			h := hosts[rng.Intn(len(hosts))]
 			fp++
 			it := Item{FP: fp, URL: fmt.Sprintf("http://%s/%d", h.name, fp), Depth: rng.Intn(5)}
+			acc := b.Accepts(h.name, h.hash)
 			want := m.add(now, h.name, h.hash, it)
 			got := b.Add(now, h.name, h.hash, it)
 			if got != want {
 				t.Fatalf("%s: Add(%s) = %v, model %v", where, h.name, got, want)
+			}
+			if acc != (got != Rejected) {
+				t.Fatalf("%s: Accepts(%s) = %v before Add = %v", where, h.name, acc, got)
 			}
 			tally[got.String()]++
 			if got != Rejected {

@@ -29,6 +29,14 @@ const DefaultGossipPort = 7946
 type NodeMeta struct {
 	API      string `json:"api,omitempty"`      // HOST:PORT of the node's HTTP API
 	Exchange string `json:"exchange,omitempty"` // HOST:PORT of the node's URL exchange listener
+	// Settled is the RingHash of the member set for which this node has
+	// moved every record another member owns and had it acknowledged (see
+	// Cluster): a joining node starts fetching once every member is settled
+	// for the member set it sees.
+	Settled string `json:"settled,omitempty"`
+	// Leaving is set by a node that hands its records off before leaving,
+	// so that the others report it "left" rather than "dead" once it is gone.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // MembersConfig configures StartMembers.
@@ -95,6 +103,8 @@ type Member struct {
 	API      string      `json:"api,omitempty"`
 	Exchange string      `json:"exchange,omitempty"`
 	State    MemberState `json:"state"`
+	Settled  string      `json:"-"` // NodeMeta.Settled
+	Leaving  bool        `json:"-"` // NodeMeta.Leaving
 }
 
 // Members is this node's view of the cluster membership.
@@ -103,10 +113,15 @@ type Members struct {
 	log      *slog.Logger
 	cfg      MembersConfig
 	changes  chan struct{}
-	mu       sync.Mutex // guards meta, stopped
+	mu       sync.Mutex // guards meta, stopped, nodes, gone
 	meta     []byte
 	stopped  bool
 	propWait time.Duration
+	// nodes are the members alive (or suspect), copied in memberlist's
+	// event callbacks, which run under its node lock: the *memberlist.Node
+	// values its Members returns change under our feet (UpdateNode).
+	nodes map[string]Member
+	gone  map[string]Member // members that failed or left, until they come back
 }
 
 // StartMembers starts gossip and joins c.Join (if any). When no join address
@@ -130,7 +145,8 @@ func StartMembers(c MembersConfig) (*Members, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: gossip address %q: %w", c.BindAddr, err)
 	}
-	m := &Members{log: c.Logger.With("component", "members"), cfg: c, changes: make(chan struct{}, 1), propWait: c.LeavePropagate}
+	m := &Members{log: c.Logger.With("component", "members"), cfg: c, changes: make(chan struct{}, 1), propWait: c.LeavePropagate,
+		nodes: map[string]Member{}, gone: map[string]Member{}}
 	if m.propWait <= 0 {
 		m.propWait = time.Second
 	}
@@ -192,11 +208,27 @@ func (m *Members) Addr() string {
 // Alive returns the members not known to be dead or gone (state alive or
 // suspect), the local one included, sorted by name.
 func (m *Members) Alive() []Member {
-	nodes := m.ml.Members()
-	out := make([]Member, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, toMember(n))
+	m.mu.Lock()
+	out := make([]Member, 0, len(m.nodes))
+	for _, x := range m.nodes {
+		out = append(out, x)
 	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// All returns Alive() and the members seen failing (dead) or leaving
+// (left) since this node started that have not come back, sorted by name.
+func (m *Members) All() []Member {
+	out := m.Alive()
+	m.mu.Lock()
+	for _, g := range m.gone {
+		if !slices.ContainsFunc(out, func(x Member) bool { return x.Name == g.Name }) {
+			out = append(out, g)
+		}
+	}
+	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -318,7 +350,7 @@ func toMember(n *memberlist.Node) Member {
 	x := Member{Name: n.Name, Gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))}
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
-		x.API, x.Exchange = meta.API, meta.Exchange
+		x.API, x.Exchange, x.Settled, x.Leaving = meta.API, meta.Exchange, meta.Settled, meta.Leaving
 	}
 	switch n.State {
 	case memberlist.StateAlive:
@@ -386,14 +418,32 @@ type membersEvents Members
 
 func (e *membersEvents) NotifyJoin(n *memberlist.Node) {
 	e.log.Info("member joined", "member", n.Name, "addr", n.Address())
+	e.mu.Lock()
+	delete(e.gone, n.Name)
+	e.nodes[n.Name] = toMember(n)
+	e.mu.Unlock()
 	(*Members)(e).notify()
 }
 func (e *membersEvents) NotifyLeave(n *memberlist.Node) {
-	e.log.Info("member left", "member", n.Name, "state", toMember(n).State)
+	// memberlist reports a failure and a leave alike; a member that leaves
+	// gracefully says so in its metadata first.
+	x := toMember(n)
+	x.State = StateDead
+	if x.Leaving {
+		x.State = StateLeft
+	}
+	e.log.Info("member left", "member", n.Name, "state", x.State)
+	e.mu.Lock()
+	delete(e.nodes, n.Name)
+	e.gone[n.Name] = x
+	e.mu.Unlock()
 	(*Members)(e).notify()
 }
 func (e *membersEvents) NotifyUpdate(n *memberlist.Node) {
 	e.log.Debug("member updated", "member", n.Name)
+	e.mu.Lock()
+	e.nodes[n.Name] = toMember(n)
+	e.mu.Unlock()
 	(*Members)(e).notify()
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,13 @@ type NodeConfig struct {
 	NoSync bool
 	// LeaveTimeout bounds the leave broadcast at Close. Default 5s.
 	LeaveTimeout time.Duration
+	// HandoffTimeout bounds the hand-off at Close: moving every record to
+	// its new owner and waiting for the outbox to drain. Default 60s.
+	HandoffTimeout time.Duration
+	// JoinTimeout bounds how long a starting node waits, before it
+	// fetches, for every member to have moved the records it owns to it
+	// (see Cluster). Default 2m.
+	JoinTimeout time.Duration
 }
 
 // NodeConfigFrom builds the cluster layer's configuration from a node's
@@ -66,7 +74,18 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 // the node its Router (Route) and PhaseClock (PhaseClock) and follows
 // membership changes: the ownership ring and the exchange addresses are
 // replaced at once, the schedule's member list at the next epoch boundary.
-// Rebalance (moving records to a new owner) is not done yet.
+//
+// Rebalance: after every change of the ring, a background scan moves the
+// records another member now owns to it through the outbox (IN_LIST and
+// STALLED URLs to be crawled there, the fingerprints of COMPLETED ones so
+// they are not crawled again) and deletes them locally; when the outbox
+// has delivered them the node gossips that it is settled for that member
+// set. A starting node (a new one, or one restarted after a crash) does not
+// fetch until every member is settled for the member set it sees, so it
+// never crawls what another member fetched while it was away. Close is the
+// graceful leave: stop receiving, hand every record to the owners without
+// this node, wait for the outbox to drain, then leave the gossip (Serf's
+// recipe). URLs received for a URL owned by another member are forwarded.
 type Cluster struct {
 	cfg     NodeConfig
 	log     *slog.Logger
@@ -79,24 +98,78 @@ type Cluster struct {
 
 	ring  atomic.Pointer[Ring]
 	addrs atomic.Pointer[map[string]string] // member name -> exchange address
+	alive atomic.Int64                      // members seen alive, this one included
+
+	metaMu sync.Mutex // guards meta and serializes its updates
+	meta   NodeMeta
+
+	leaving     atomic.Bool // Close runs the hand-off: nothing is owned here any more
+	joining     atomic.Bool // started, and not every member is settled for us yet
+	rebalancing atomic.Bool
+	rebKick     chan struct{}
+	swaps       atomic.Uint64
+	movedURLs   atomic.Uint64
+	movedFPs    atomic.Uint64
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+	rebCancel context.CancelFunc // stops the rebalance loop and the join gate (hand-off)
+	rebWG     sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// wakeInserter adds URLs to the frontier and wakes the node's scheduler
-// when some were new.
-type wakeInserter struct {
-	f    *frontier.Frontier
-	wake func()
+// errLeaving answers batches that arrive while this node hands its records
+// off: the sender keeps them and re-files them once the node is gone.
+var errLeaving = errors.New("cluster: this node is leaving the cluster")
+
+// localStore is the exchange's Inserter: it stores the URLs this node owns
+// and forwards (through the outbox) those another member owns, which
+// happens when a sender's view of the membership is behind.
+type localStore struct{ c *Cluster }
+
+func (l localStore) Add(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return l.c.store(ctx, KindNew, urls)
 }
 
-func (w wakeInserter) Add(ctx context.Context, urls []frontier.NewURL) (int, error) {
-	n, err := w.f.Add(ctx, urls)
-	if n > 0 && w.wake != nil {
-		w.wake()
+func (l localStore) AddDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return l.c.store(ctx, KindDone, urls)
+}
+
+func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	ring := c.ring.Load()
+	if c.leaving.Load() && ring.Len() > 0 {
+		return 0, errLeaving
+	}
+	var local []frontier.NewURL
+	var fwd map[string][]frontier.NewURL
+	for _, u := range urls {
+		if o := ring.Owner(frontier.Fingerprint(u.URL)); o == "" || o == c.cfg.Name {
+			local = append(local, u)
+		} else {
+			if fwd == nil {
+				fwd = map[string][]frontier.NewURL{}
+			}
+			fwd[o] = append(fwd[o], u)
+		}
+	}
+	for peer, us := range fwd {
+		if err := c.outbox.put(ctx, peer, kind, us); err != nil {
+			return 0, err
+		}
+	}
+	if len(local) == 0 {
+		return 0, nil
+	}
+	var n int
+	var err error
+	if kind == KindDone {
+		n, err = c.front.AddDone(ctx, local)
+	} else {
+		n, err = c.front.Add(ctx, local)
+	}
+	if n > 0 && kind == KindNew && c.cfg.Wake != nil {
+		c.cfg.Wake()
 	}
 	return n, err
 }
@@ -113,7 +186,13 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.LeaveTimeout <= 0 {
 		cfg.LeaveTimeout = 5 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f}
+	if cfg.HandoffTimeout <= 0 {
+		cfg.HandoffTimeout = time.Minute
+	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = 2 * time.Minute
+	}
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1)}
 	c.ring.Store(NewRing([]string{cfg.Name}))
 	c.addrs.Store(&map[string]string{})
 	ok := false
@@ -149,10 +228,12 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.sched, err = NewSchedule(sc); err != nil {
 		return nil, err
 	}
+	c.sched.SetHold(true) // until the members moved our records to us (gate)
+	c.joining.Store(true)
 	xc := DefaultExchangeConfig()
 	xc.Name, xc.Listen, xc.Key, xc.Logger = cfg.Name, cfg.Exchange, cfg.Key, logger
 	xc.Outbox = c.outbox
-	xc.Local = wakeInserter{f: f, wake: cfg.Wake}
+	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]
@@ -179,8 +260,15 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 			}
 		}
 	}
+	c.meta = meta
 	c.update()
+	signal(c.rebKick) // settle for the first member set even if it is just us
 	c.wg.Go(func() { c.follow(ctx) })
+	c.wg.Go(func() { c.watchPhases(ctx) })
+	rctx, rcancel := context.WithCancel(ctx)
+	c.rebCancel = rcancel
+	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
+	c.rebWG.Go(func() { c.gate(rctx) })
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())
 	ok = true
 	return c, nil
@@ -199,7 +287,9 @@ func (c *Cluster) follow(ctx context.Context) {
 }
 
 // update applies the current membership: the ownership ring and exchange
-// addresses now, the schedule's member list from the next epoch boundary.
+// addresses now, the schedule's member list from the next epoch boundary; a
+// change of the ring starts a rebalance. While leaving, this node is left
+// out of the ring.
 func (c *Cluster) update() {
 	alive := c.members.Alive()
 	names := make([]string, 0, len(alive))
@@ -211,13 +301,24 @@ func (c *Cluster) update() {
 		}
 	}
 	c.addrs.Store(&addrs)
-	old := c.ring.Load()
-	c.ring.Store(NewRing(names))
-	from := c.sched.SetMembers(names)
-	c.x.Kick()
-	if old.Len() != len(names) || !equalStrings(old.Members(), names) {
-		c.log.Info("membership changed", "members", names, "schedule_from_epoch", from)
+	c.alive.Store(int64(len(names)))
+	leaving := c.leaving.Load()
+	owners := names
+	if leaving {
+		owners = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == c.cfg.Name })
 	}
+	var from int64
+	if !leaving {
+		from = c.sched.SetMembers(names)
+	}
+	if old := c.ring.Load(); !equalStrings(old.Members(), NewRing(owners).Members()) {
+		c.ring.Store(NewRing(owners))
+		if !leaving {
+			c.log.Info("membership changed", "members", names, "schedule_from_epoch", from)
+			signal(c.rebKick)
+		}
+	}
+	c.x.Kick()
 }
 
 func equalStrings(a, b []string) bool {
@@ -254,15 +355,19 @@ func (c *Cluster) Exchange() *Exchange { return c.x }
 // Ring returns the current ownership ring.
 func (c *Cluster) Ring() *Ring { return c.ring.Load() }
 
-// Close leaves the cluster (leave broadcast, then shutdown), stops the
-// exchange and the clock and closes the outbox. The node calls it after its
-// workers stopped and before it closes its frontier. It does not hand the
-// node's records to other members (rebalance is not done yet).
+// Close leaves the cluster gracefully: it hands every record to its owner
+// among the other members and waits (at most HandoffTimeout) for the outbox
+// to drain, then leaves the gossip (leave broadcast, wait, shutdown), stops
+// the exchange and the clock and closes the outbox. The node calls it after
+// its workers stopped and before it closes its frontier.
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
 		if c.members != nil {
-			errs = append(errs, c.members.Leave(c.cfg.LeaveTimeout))
+			errs = append(errs, c.handoff(), c.members.Leave(c.cfg.LeaveTimeout))
+		}
+		if c.rebCancel != nil {
+			c.rebCancel()
 		}
 		if c.cancel != nil {
 			c.cancel()
@@ -270,6 +375,7 @@ func (c *Cluster) Close() error {
 		if c.x != nil {
 			errs = append(errs, c.x.Close())
 		}
+		c.rebWG.Wait()
 		c.wg.Wait()
 		if c.outbox != nil {
 			errs = append(errs, c.outbox.Close())

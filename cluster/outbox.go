@@ -386,6 +386,42 @@ func (o *Outbox) ack(ctx context.Context, peer string, id uint64) (int, error) {
 	return n, nil
 }
 
+// Mark returns the position of the newest entry filed for peer so far (0
+// when none ever was); Passed tells when every entry up to it has left
+// peer's queue.
+func (o *Outbox) Mark(peer string) (uint64, error) {
+	var seq uint64
+	err := o.db.View(func(tx *bolt.Tx) error {
+		if q := tx.Bucket(bkQueue).Bucket([]byte(peer)); q != nil {
+			seq = q.Sequence()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cluster: outbox mark %s: %w", peer, err)
+	}
+	return seq, nil
+}
+
+// Passed reports whether every entry filed for peer up to mark (see Mark)
+// has left peer's queue: acknowledged by peer, or re-filed under another
+// owner when the membership changed.
+func (o *Outbox) Passed(peer string, mark uint64) (bool, error) {
+	passed := true
+	err := o.db.View(func(tx *bolt.Tx) error {
+		if q := tx.Bucket(bkQueue).Bucket([]byte(peer)); q != nil {
+			if k, _ := q.Cursor().First(); k != nil && binary.BigEndian.Uint64(k) <= mark {
+				passed = false
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("cluster: outbox passed %s: %w", peer, err)
+	}
+	return passed, nil
+}
+
 // inflightID returns the batch ID in flight for peer, if any.
 func (o *Outbox) inflightID(peer string) (uint64, bool) {
 	var id uint64

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -163,6 +164,10 @@ type PhaseState struct {
 	RequestDeadline time.Time
 	// Members is the member snapshot in effect (sorted; do not modify).
 	Members []string
+	// Held is true while the cluster layer holds this node off its phase
+	// (joining: waiting for the members to move its records to it;
+	// leaving: handing its records off). Open is then false.
+	Held bool
 }
 
 // snapshot is a member list in effect from epoch from on.
@@ -180,7 +185,12 @@ type Schedule struct {
 
 	mu    sync.Mutex
 	snaps []snapshot // ascending by from
+	hold  atomic.Bool
 }
+
+// SetHold holds this node off its phase (Active reports closed) while on is
+// true, whatever the member snapshot says.
+func (s *Schedule) SetHold(on bool) { s.hold.Store(on) }
 
 // NewSchedule returns a Schedule with no members yet: Active reports closed
 // until a member list containing Self takes effect.
@@ -289,6 +299,9 @@ func (s *Schedule) stateAt(cnow time.Time, u time.Duration) PhaseState {
 	if r, ok := slices.BinarySearch(members, s.cfg.Self); ok {
 		st.Phase = phaseAt(r, e, n)
 		st.Open = cnow.Before(st.GuardStart)
+	}
+	if s.hold.Load() {
+		st.Held, st.Open = true, false
 	}
 	return st
 }

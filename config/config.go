@@ -11,6 +11,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -43,6 +44,10 @@ type Config struct {
 	Workers int `yaml:"workers"`
 	// ShutdownTimeout bounds how long in-flight fetches may run after SIGINT/SIGTERM. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// APITokenFile names a file holding the API's bearer token (its first line; at least 16
+	// characters). When set, every write to the API (POST /v1/seeds, ...) needs
+	// "Authorization: Bearer TOKEN". Required when http is not a loopback address.
+	APITokenFile string `yaml:"api_token_file"`
 
 	Scope    Scope    `yaml:"scope"`
 	Fetch    Fetch    `yaml:"fetch"`
@@ -142,6 +147,18 @@ type Fetch struct {
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
 	// Parser picks the link extractor: "fast" (x/net/html tokenizer) or "goquery". Default fast.
 	Parser string `yaml:"parser"`
+	// MinRate is the slowest body transfer tolerated, in bytes per second, measured over
+	// every RateWindow after the headers (slow-drip and stalled bodies fail as "too_slow").
+	// Default 512, valid 0..1073741824 (0 = off).
+	MinRate int64 `yaml:"min_rate"`
+	// RateWindow is the period MinRate is measured over. Default 5s, valid 10ms..10m.
+	RateWindow time.Duration `yaml:"rate_window"`
+	// MaxRedirects is the longest redirect chain followed from a URL (each hop is fetched as
+	// a URL of its own); the Location of a longer chain is dropped. Default 10, valid 0..100.
+	MaxRedirects int `yaml:"max_redirects"`
+	// MaxOutlinks is the most links taken from one page; the rest are dropped. Default 10000,
+	// valid 0..10000000 (0 = unlimited).
+	MaxOutlinks int `yaml:"max_outlinks"`
 }
 
 // Robots configures robots.txt handling.
@@ -160,7 +177,9 @@ type Frontier struct {
 	Window int `yaml:"window"`
 	// BatchSize is the most writes in one transaction. Default 2048, valid 1..100000.
 	BatchSize int `yaml:"batch_size"`
-	// BatchDelay is the longest a write waits to be batched. Default 10ms, valid 0..1s.
+	// BatchDelay is the longest a write waits to be batched. Default 0: the
+	// writer commits what is queued at once, and writes that arrive during a
+	// commit form the next batch (group commit without added latency). Valid 0..1s.
 	BatchDelay time.Duration `yaml:"batch_delay"`
 }
 
@@ -216,9 +235,13 @@ func Default() Config {
 			MaxTries:       3,
 			RetryBackoff:   time.Minute,
 			Parser:         "fast",
+			MinRate:        512,
+			RateWindow:     5 * time.Second,
+			MaxRedirects:   10,
+			MaxOutlinks:    10000,
 		},
 		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
-		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 10 * time.Millisecond},
+		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 0},
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
 		Log:      Log{Level: "info", Format: "text"},
@@ -249,6 +272,8 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
 		bad("http=%q: must be HOST:PORT (%v)", c.HTTP, err)
+	} else if !IsLoopbackAddr(c.HTTP) && strings.TrimSpace(c.APITokenFile) == "" {
+		bad("api_token_file: required when http=%q is not a loopback address (the API's writes need a bearer token; --api-token-file FILE)", c.HTTP)
 	}
 	durRange := func(key string, d, lo, hi time.Duration) {
 		if d < lo || d > hi {
@@ -277,6 +302,10 @@ func (c Config) Validate() error {
 	if c.Fetch.Parser != "fast" && c.Fetch.Parser != "goquery" {
 		bad("fetch.parser=%q: must be fast or goquery", c.Fetch.Parser)
 	}
+	intRange("fetch.min_rate", c.Fetch.MinRate, 0, 1<<30)
+	durRange("fetch.rate_window", c.Fetch.RateWindow, 10*time.Millisecond, 10*time.Minute)
+	intRange("fetch.max_redirects", int64(c.Fetch.MaxRedirects), 0, 100)
+	intRange("fetch.max_outlinks", int64(c.Fetch.MaxOutlinks), 0, 10000000)
 	durRange("robots.ttl", c.Robots.TTL, time.Second, 30*24*time.Hour)
 	durRange("robots.error_ttl", c.Robots.ErrorTTL, time.Second, 24*time.Hour)
 	durRange("robots.max_crawl_delay", c.Robots.MaxCrawlDelay, 0, 10*time.Minute)
@@ -307,6 +336,21 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// IsLoopbackAddr reports whether the listen address HOST:PORT binds only loopback
+// interfaces: "localhost" or a loopback IP (127.0.0.0/8, ::1). An empty host, 0.0.0.0, ::
+// and every other name or address count as reachable from elsewhere.
+func IsLoopbackAddr(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // validate checks the cluster section; each message names its key.

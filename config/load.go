@@ -53,9 +53,18 @@ func (s commaList) Set(v string) error {
 // usually os.LookupEnv), in that order of precedence (later wins). It returns
 // flag.ErrHelp when args ask for help, after printing the usage to out.
 func Load(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
+	return load(args, lookupEnv, out, os.ReadFile)
+}
+
+// load is Load with the file reader replaced (fuzzing).
+func load(args []string, lookupEnv func(string) (string, bool), out io.Writer, readFile func(string) ([]byte, error)) (Config, error) {
 	cfg := Default()
 	if path := configPath(args); path != "" {
-		if err := loadFile(path, &cfg); err != nil {
+		data, err := readFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("config: read %s: %w", path, err)
+		}
+		if err := decodeYAML(path, data, &cfg); err != nil {
 			return cfg, err
 		}
 	}
@@ -84,6 +93,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Name, "name", cfg.Name, "node name (default: the hostname)")
 	fs.StringVar(&cfg.Data, "data", cfg.Data, "data directory (frontier, WARC files, crawl log)")
 	fs.StringVar(&cfg.HTTP, "http", cfg.HTTP, "API listen address")
+	fs.StringVar(&cfg.APITokenFile, "api-token-file", cfg.APITokenFile, "file with the API bearer token (required when --http is not loopback)")
 	fs.Var(stringList{&cfg.Seeds}, "seed", "seed URL (repeatable)")
 	fs.StringVar(&cfg.SeedsFile, "seeds", cfg.SeedsFile, "file with one seed URL a line")
 	fs.Var(stringList{&cfg.Resolve}, "resolve", "'PATTERN=HOST:PORT': dial hosts matching the glob at HOST:PORT (repeatable)")
@@ -126,21 +136,108 @@ func configPath(args []string) string {
 	return ""
 }
 
-func loadFile(path string, cfg *Config) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("config: read %s: %w", path, err)
+// decodeYAML decodes the configuration file data (named name) over cfg. Type errors and
+// unknown keys name the dotted key they are about ("fetch.min_rate: line 3: cannot unmarshal
+// ..."); a panic of the YAML library becomes an error.
+func decodeYAML(name string, data []byte, cfg *Config) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("config: %s: YAML parser failed: %v", name, p)
+		}
+	}()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config: %s: %w", name, err)
 	}
-	return decodeYAML(path, data, cfg)
-}
-
-func decodeYAML(name string, data []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("config: %s: %w", name, err)
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return fmt.Errorf("config: %s: %w", name, err)
+		}
+		lines := yamlKeyLines(&doc)
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			msgs[i] = lines.name(m)
+		}
+		return fmt.Errorf("config: %s: %s", name, strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// keyLines maps the lines of a YAML document to the dotted keys found there, by the kind of
+// the value (yaml.v3's type errors name only a line and the kind of node they refused).
+type keyLines struct {
+	key    map[int]string // line of a key -> its dotted name
+	scalar map[int]string // line of a scalar value -> the key it belongs to
+	mapv   map[int]string // line of a mapping value -> its key
+	seq    map[int]string // line of a sequence value -> its key
+}
+
+func yamlKeyLines(doc *yaml.Node) keyLines {
+	kl := keyLines{key: map[int]string{}, scalar: map[int]string{}, mapv: map[int]string{}, seq: map[int]string{}}
+	var walk func(n *yaml.Node, path string, depth int)
+	walk = func(n *yaml.Node, path string, depth int) {
+		if n == nil || depth > 64 {
+			return
+		}
+		if path != "" {
+			switch n.Kind {
+			case yaml.ScalarNode, yaml.AliasNode:
+				kl.scalar[n.Line] = path
+			case yaml.MappingNode:
+				kl.mapv[n.Line] = path
+			case yaml.SequenceNode:
+				kl.seq[n.Line] = path
+			}
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path, depth+1)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i].Value
+				if path != "" {
+					k = path + "." + k
+				}
+				kl.key[n.Content[i].Line] = k
+				walk(n.Content[i+1], k, depth+1)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			}
+		}
+	}
+	walk(doc, "", 0)
+	return kl
+}
+
+// name prefixes one yaml.v3 type error message ("line N: ...") with the key it is about.
+func (kl keyLines) name(msg string) string {
+	var line int
+	if _, err := fmt.Sscanf(msg, "line %d:", &line); err != nil {
+		return msg
+	}
+	m := kl.scalar
+	switch {
+	case strings.Contains(msg, " not found in type "), strings.Contains(msg, " already set in type "):
+		m = kl.key
+	case strings.Contains(msg, "cannot unmarshal !!map"):
+		m = kl.mapv
+	case strings.Contains(msg, "cannot unmarshal !!seq"):
+		m = kl.seq
+	}
+	if k, ok := m[line]; ok {
+		return k + ": " + msg
+	}
+	if k, ok := kl.key[line]; ok {
+		return k + ": " + msg
+	}
+	return msg
 }
 
 // Keys lists every configuration key with its environment variable, in file order.

@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -33,6 +34,13 @@ type ClientConfig struct {
 	AllowPrivate   bool          // allow loopback/private/link-local/metadata addresses (--allow-private); default false
 	Resolve        []ResolveRule // --resolve rules, first match wins; default none
 	MaxIdleConns   int           // idle keep-alive connections kept over all hosts (one per host at most); default 1024, valid 0..1000000 (0 = unlimited)
+	// MinRate is the slowest body transfer tolerated, in bytes per second: every RateWindow
+	// after the headers, the body must have advanced by at least MinRate*RateWindow bytes, or
+	// the fetch fails with ErrTooSlow ("too_slow"). This also bounds how long a body may stall
+	// without a byte (idle read). Default 512, valid 0..1 GiB (0 = off).
+	MinRate int64
+	// RateWindow is the period over which MinRate is measured. Default 5s, valid 10ms..10m.
+	RateWindow time.Duration
 }
 
 // DefaultClientConfig returns the defaults (timeouts of the issue: connect 15s, header 10s, body 20s).
@@ -44,6 +52,8 @@ func DefaultClientConfig() ClientConfig {
 		BodyTimeout:    20 * time.Second,
 		MaxBodySize:    10 << 20,
 		MaxIdleConns:   1024,
+		MinRate:        512,
+		RateWindow:     5 * time.Second,
 	}
 }
 
@@ -69,6 +79,12 @@ func (c ClientConfig) Validate() error {
 	if c.MaxBodySize < 1 || c.MaxBodySize > 1<<30 {
 		return fmt.Errorf("fetch: max_body_size=%d: must be in 1..%d", c.MaxBodySize, int64(1<<30))
 	}
+	if c.MinRate < 0 || c.MinRate > 1<<30 {
+		return fmt.Errorf("fetch: min_rate=%d: must be in 0..%d bytes/s (0 = off)", c.MinRate, int64(1<<30))
+	}
+	if c.MinRate > 0 && (c.RateWindow < 10*time.Millisecond || c.RateWindow > 10*time.Minute) {
+		return fmt.Errorf("fetch: rate_window=%s: must be in 10ms..10m", c.RateWindow)
+	}
 	if c.MaxIdleConns < 0 || c.MaxIdleConns > 1000000 {
 		return fmt.Errorf("fetch: max_idle_conns=%d: must be in 0..1000000", c.MaxIdleConns)
 	}
@@ -88,6 +104,12 @@ type Client struct {
 	res    *net.Resolver
 	tr     *http.Transport
 	hc     *http.Client
+
+	// Seams for tests of the private-address guard (DNS rebinding): lookup resolves a host
+	// name for one connection, dial opens it (default: dialer.DialContext, whose Control
+	// hook checks the address the socket really connects to). Set before the first Fetch.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Response is one HTTP exchange as fetched.
@@ -116,6 +138,10 @@ func (e *fetchTimeoutError) Error() string   { return e.msg }
 func (e *fetchTimeoutError) Timeout() bool   { return true }
 func (e *fetchTimeoutError) Temporary() bool { return true }
 
+// ErrTooSlow is returned (wrapped) when the body advanced by less than MinRate*RateWindow bytes
+// during one RateWindow (a slow-drip or stalled server). ErrorKind classifies it as "too_slow".
+var ErrTooSlow error = &fetchTimeoutError{"fetch: body transfer below fetch.min_rate"}
+
 // ErrBadURL is returned (wrapped) for a URL that cannot be fetched (not absolute http/https).
 var ErrBadURL = errors.New("fetch: bad URL")
 
@@ -127,6 +153,10 @@ func NewClient(c ClientConfig) (*Client, error) {
 	c.Resolve = append([]ResolveRule(nil), c.Resolve...)
 	cl := &Client{cfg: c, res: net.DefaultResolver}
 	cl.dialer = net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
+	cl.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return cl.res.LookupNetIP(ctx, "ip", host)
+	}
+	cl.dial = cl.dialer.DialContext
 	if !c.AllowPrivate {
 		// Last line of defence: the address actually connected to, whatever resolved it.
 		cl.dialer.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
@@ -175,13 +205,16 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 		host, port, _ = net.SplitHostPort(t)
 	}
 	if c.cfg.AllowPrivate {
-		return c.dialer.DialContext(ctx, network, target)
+		return c.dial(ctx, network, target)
 	}
+	// Every connection resolves its name again and is judged by the addresses of that
+	// lookup; the dialer's Control hook then checks the address the socket really connects
+	// to, so neither a rebinding resolver nor a redirect can slip a private address through.
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}
 	} else {
-		ips, err = c.res.LookupNetIP(ctx, "ip", host)
+		ips, err = c.lookup(ctx, host)
 		if err != nil {
 			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 		}
@@ -195,7 +228,7 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 			}
 			continue
 		}
-		conn, err := c.dialer.DialContext(ctx, network, net.JoinHostPort(ip.String(), port))
+		conn, err := c.dial(ctx, network, net.JoinHostPort(ip.String(), port))
 		if err == nil {
 			return conn, nil
 		}
@@ -252,11 +285,20 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 
 	max := c.cfg.MaxBodySize
 	timer := time.AfterFunc(c.cfg.BodyTimeout, func() { cancel(ErrBodyTimeout) })
-	raw, rerr := readBounded(resp.Body, max+1, resp.ContentLength)
+	body := io.Reader(resp.Body)
+	var guard *rateGuard
+	if c.cfg.MinRate > 0 {
+		guard = newRateGuard(resp.Body, c.cfg.MinRate, c.cfg.RateWindow, func() { cancel(ErrTooSlow) })
+		body = guard
+	}
+	raw, rerr := readBounded(body, max+1, resp.ContentLength)
 	timer.Stop()
+	if guard != nil {
+		guard.stop()
+	}
 	if rerr != nil {
-		if cause := context.Cause(rctx); errors.Is(cause, ErrBodyTimeout) {
-			return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), ErrBodyTimeout)
+		if cause := context.Cause(rctx); errors.Is(cause, ErrBodyTimeout) || errors.Is(cause, ErrTooSlow) {
+			return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), cause)
 		}
 		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), rerr)
 	}
@@ -297,6 +339,59 @@ func (c *Client) Get(ctx context.Context, rawURL string) (int, http.Header, []by
 		return 0, nil, nil, err
 	}
 	return r.Status, r.Header, r.Body, nil
+}
+
+// rateGuard counts the body bytes read and calls fail when a window passes in which fewer than
+// need bytes arrived. Its timer is its only goroutine; stop ends it.
+type rateGuard struct {
+	r      io.Reader
+	n      atomic.Int64 // bytes read so far
+	need   int64        // bytes per window
+	window time.Duration
+	fail   func()
+
+	mu      sync.Mutex
+	last    int64 // n at the start of the current window
+	stopped bool
+	t       *time.Timer
+}
+
+func newRateGuard(r io.Reader, minRate int64, window time.Duration, fail func()) *rateGuard {
+	need := int64(float64(minRate) * window.Seconds())
+	g := &rateGuard{r: r, need: max(need, 1), window: window, fail: fail}
+	g.mu.Lock()
+	g.t = time.AfterFunc(window, g.check)
+	g.mu.Unlock()
+	return g
+}
+
+func (g *rateGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	g.n.Add(int64(n))
+	return n, err
+}
+
+func (g *rateGuard) check() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return
+	}
+	cur := g.n.Load()
+	if cur-g.last < g.need {
+		g.stopped = true
+		g.fail()
+		return
+	}
+	g.last = cur
+	g.t.Reset(g.window)
+}
+
+func (g *rateGuard) stop() {
+	g.mu.Lock()
+	g.stopped = true
+	g.t.Stop()
+	g.mu.Unlock()
 }
 
 // readBounded reads at most limit bytes of r, pre-sizing with the announced length.
@@ -406,11 +501,12 @@ func requestDump(req *http.Request) []byte {
 }
 
 // ErrorKinds lists every value ErrorKind returns for a non-nil error (for metric labels).
-var ErrorKinds = []string{"timeout", "dns", "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url", "other"}
+var ErrorKinds = []string{"timeout", "too_slow", "dns", "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url", "http_5xx", "other"}
 
-// ErrorKind classifies a Fetch error: "timeout", "dns", "conn_refused", "conn_reset",
-// "private_address", "tls", "canceled", "bad_url" or "other"; "" for nil. Bodies over
-// MaxBodySize are not errors (Response.Truncated).
+// ErrorKind classifies a Fetch error: "timeout", "too_slow" (ErrTooSlow), "dns",
+// "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url",
+// "http_5xx" (a robots.txt answered 5xx or 429: ErrRobotsStatus) or "other"; "" for nil.
+// Bodies over MaxBodySize are not errors (Response.Truncated).
 func ErrorKind(err error) string {
 	if err == nil {
 		return ""
@@ -430,6 +526,10 @@ func ErrorKind(err error) string {
 		return "private_address"
 	case errors.Is(err, ErrBadURL):
 		return "bad_url"
+	case errors.Is(err, ErrTooSlow):
+		return "too_slow"
+	case errors.Is(err, ErrRobotsStatus):
+		return "http_5xx"
 	case errors.As(err, &dnsErr):
 		return "dns"
 	case errors.Is(err, ErrBodyTimeout), errors.Is(err, context.DeadlineExceeded),

@@ -556,6 +556,8 @@ func TestErrorKindTable(t *testing.T) {
 		{wrapURL(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), "tls"},
 		{wrapURL(tls.AlertError(40)), "tls"},
 		{fmt.Errorf("a: %w", ErrBadURL), "bad_url"},
+		{fmt.Errorf("x: %w", ErrTooSlow), "too_slow"},
+		{fmt.Errorf("robots: HTTP 503: %w: %w", ErrRobotsUnavailable, ErrRobotsStatus), "http_5xx"},
 		{errors.New("something else"), "other"},
 	}
 	for i, tt := range tests {

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bytes"
+	"errors"
 	"net/url"
 	"strings"
 
@@ -20,6 +21,31 @@ type Page struct {
 	// Base: the URL links were resolved against (the first <base href> if it
 	// resolves, else the document URL), normalized; "" if there is none.
 	Base string
+	// Dropped counts the hrefs/srcs that did not make a link, by why.
+	Dropped DroppedLinks
+}
+
+// DroppedLinks counts a page's distinct hrefs that Resolve refused: another scheme
+// (mailto:, javascript:, ftp:, ...), longer than MaxURLLength, an invalid host
+// or port, or otherwise unusable.
+type DroppedLinks struct {
+	Scheme, TooLong, BadHost, BadPort, Invalid int
+}
+
+// count adds one refusal of Resolve.
+func (d *DroppedLinks) count(err error) {
+	switch {
+	case errors.Is(err, ErrScheme):
+		d.Scheme++
+	case errors.Is(err, ErrTooLong):
+		d.TooLong++
+	case errors.Is(err, ErrHost):
+		d.BadHost++
+	case errors.Is(err, ErrPort):
+		d.BadPort++
+	default:
+		d.Invalid++
+	}
 }
 
 // Link is one outlink of a page.
@@ -73,12 +99,20 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 	}
 	p.Links = make([]Link, 0, n)
 	seen := make(map[string]int, n)
+	var bad map[string]bool
 	for _, it := range items {
 		if it.kind == itemBase {
 			continue
 		}
 		u, err := base.resolve(it.val)
 		if err != nil {
+			if !bad[it.val] { // counted once per distinct value, like links
+				if bad == nil {
+					bad = map[string]bool{}
+				}
+				bad[it.val] = true
+				p.Dropped.count(err)
+			}
 			continue
 		}
 		nf := it.kind == itemNoFollowLink

@@ -47,7 +47,9 @@ func TestExtractLinks(t *testing.T) {
 		{"entities in href", `<a href="x?a=1&amp;b=2&lt;">x</a><a href="y?c=1&copy=2">y</a>`, // "&copy=" stays in attributes (HTML5)
 			Page{Links: []L{{URL: "http://h.example/dir/x?a=1&b=2%3C"}, {URL: "http://h.example/dir/y?c=1&copy=2"}}}},
 		{"skipped schemes and empties", `<a href="javascript:void(0)">j</a><a href="mailto:x@y">m</a><a href="tel:1">t</a><a href="data:,x">d</a><a href="ftp://x/">f</a><a>no href</a><a href="">self</a><a href="#top">top</a><a href="http://[bad/">bad</a>`,
-			Page{Links: []L{{URL: "http://h.example/dir/page.html"}}}},
+			Page{Links: []L{{URL: "http://h.example/dir/page.html"}}, Dropped: DroppedLinks{Scheme: 5, BadHost: 1}}},
+		{"dropped hrefs counted once per value", `<a href="mailto:x@y">1</a><a href="mailto:x@y">2</a><a href="http://a:99999/">p</a><a href="/` + strings.Repeat("x", MaxURLLength) + `">long</a>`,
+			Page{Dropped: DroppedLinks{Scheme: 1, BadPort: 1, TooLong: 1}}},
 		{"dedup and nofollow", `<a href="/x" rel="nofollow">1</a><a href="/y" rel="NoFollow noopener">2</a><a href="/x">3</a><a href="/y#frag" rel="nofollow">4</a><area href="/z" rel="nofollow">`,
 			Page{Links: []L{{URL: "http://h.example/x"}, {URL: "http://h.example/y", NoFollow: true}, {URL: "http://h.example/z", NoFollow: true}}}},
 		{"base tag applies to all links", `<a href="before">b</a><base href="http://other.example/sub/"><base href="http://ignored.example/"><a href="after">a</a>`,
@@ -95,7 +97,7 @@ func TestExtractLinks(t *testing.T) {
 				}
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got\n%swant\n%s", pageString(got), pageString(tt.want))
+				t.Errorf("got\n%sdropped %+v\nwant\n%sdropped %+v", pageString(got), got.Dropped, pageString(tt.want), tt.want.Dropped)
 			}
 		})
 	}

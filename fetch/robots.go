@@ -22,6 +22,10 @@ import (
 // until RobotsConfig.ErrorTTL has passed ("robots_unavailable").
 var ErrRobotsUnavailable = errors.New("fetch: robots.txt unavailable")
 
+// ErrRobotsStatus is wrapped (besides ErrRobotsUnavailable) when robots.txt
+// answered 5xx or 429; ErrorKind classifies it as "http_5xx".
+var ErrRobotsStatus = errors.New("fetch: robots.txt answered 5xx or 429")
+
 // RobotsGetFunc fetches one URL (no redirects followed) and returns the status,
 // the headers (for Location) and the body. Check passes it
 // scheme://host/robots.txt and, for redirects, the Location targets.
@@ -257,7 +261,7 @@ func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale 
 		case status >= 400 && status < 500 && status != http.StatusTooManyRequests:
 			return r.allowAll(), nil
 		default:
-			return r.unavailable(stale, fmt.Errorf("robots: %s: HTTP %d: %w", target, status, ErrRobotsUnavailable)), nil
+			return r.unavailable(stale, fmt.Errorf("robots: %s: HTTP %d: %w: %w", target, status, ErrRobotsUnavailable, ErrRobotsStatus)), nil
 		}
 	}
 }

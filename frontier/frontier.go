@@ -327,6 +327,15 @@ func (f *Frontier) Path() string { return f.opts.Path }
 // called outside any transaction, so fn may call other Frontier methods and
 // no read transaction blocks a remap of the file.
 func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool) (Cursor, error) {
+	return f.ScanFiltered(phase, after, limit, nil, fn)
+}
+
+// ScanFiltered is Scan with a cheap pre-filter: accept, if not nil, is called
+// with each record's host (inside the read transaction: it must be quick
+// and must not call the Frontier), and records it refuses are counted as
+// visited but neither decoded nor passed to fn. The scheduler uses it to
+// skip the URLs of hosts the bucket cannot take now.
+func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(host string) bool, fn func(Record) bool) (Cursor, error) {
 	np := f.Phases()
 	if phase < 0 || phase >= np {
 		return nil, fmt.Errorf("frontier: scan phase=%d: must be in 0..%d", phase, np-1)
@@ -349,6 +358,8 @@ func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool
 		recs, keys = recs[:0], keys[:0]
 		want := min(scanChunk, limit-visited)
 		end := false
+		skipped := 0
+		var last []byte // key of the last skipped record after the last kept one
 		err := f.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bQueue).Cursor()
 			var k, v []byte
@@ -358,8 +369,19 @@ func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool
 				k, v = c.Next()
 			}
 			for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-				if len(recs) == want {
+				if len(recs)+skipped == want {
 					return nil // more remain
+				}
+				if accept != nil {
+					h, err := queueValueHost(v)
+					if err != nil {
+						return fmt.Errorf("%w (key %x)", err, k)
+					}
+					if !accept(h) {
+						skipped++
+						last = append(last[:0], k...)
+						continue
+					}
 				}
 				rec, err := decodeQueueValue(v)
 				if err != nil {
@@ -367,6 +389,7 @@ func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool
 				}
 				recs = append(recs, rec)
 				keys = append(keys, bytes.Clone(k))
+				last = last[:0]
 			}
 			end = true
 			return nil
@@ -380,6 +403,10 @@ func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool
 			if !fn(rec) {
 				return pos, nil
 			}
+		}
+		visited += skipped
+		if len(last) > 0 {
+			pos = bytes.Clone(last)
 		}
 		if end {
 			return nil, nil

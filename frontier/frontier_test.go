@@ -765,3 +765,64 @@ func TestKill9(t *testing.T) {
 }
 
 func childURLs(n int) []NewURL { return gen("kill", 13, n) }
+
+// TestScanFiltered: records whose host the filter refuses are skipped (not
+// decoded, not passed to fn) but count towards the limit, and a walk in
+// small steps with the returned cursors sees exactly the accepted records
+// in queue order, the same as an unfiltered scan filtered afterwards.
+func TestScanFiltered(t *testing.T) {
+	f := open(t, nil)
+	us := gen("f", 7, 3000)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	hosts := map[string]bool{}
+	for _, u := range us {
+		hosts[u.Host] = true
+	}
+	var keep []string // every other host
+	i := 0
+	for h := range hosts {
+		if i%2 == 0 {
+			keep = append(keep, h)
+		}
+		i++
+	}
+	accept := func(h string) bool { return slices.Contains(keep, h) }
+	var want []string
+	for _, u := range us {
+		if accept(u.Host) {
+			want = append(want, u.URL)
+		}
+	}
+	for _, limit := range []int{1, 5, 1024, 1500, 0} {
+		var got []string
+		var cur Cursor
+		steps := 0
+		for {
+			next, err := f.ScanFiltered(0, cur, limit, accept, func(r Record) bool {
+				if !accept(r.Host) {
+					t.Fatalf("fn got a refused host %s", r.Host)
+				}
+				got = append(got, r.URL)
+				return true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if steps++; steps > len(us)+1 {
+				t.Fatalf("limit %d: no progress after %d steps", limit, steps)
+			}
+			if next == nil {
+				break
+			}
+			cur = next
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("limit %d: got %d URLs, want %d in queue order", limit, len(got), len(want))
+		}
+		if limit > 0 && steps < len(us)/limit {
+			t.Fatalf("limit %d: %d steps, skipped records must count towards the limit (want >= %d)", limit, steps, len(us)/limit)
+		}
+	}
+}

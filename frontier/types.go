@@ -120,7 +120,7 @@ type Options struct {
 	BatchSize int
 	// BatchDelay is the longest the writer waits for more items after the
 	// first one of a batch (0 = commit as soon as the writer is free; calls
-	// that arrive during a commit still share the next one). Default 10ms,
+	// that arrive during a commit still share the next one). Default 0,
 	// valid 0..1s.
 	BatchDelay time.Duration
 	// NoSync skips fsync on commit. Tests and benchmarks only: a crash may
@@ -137,7 +137,7 @@ const (
 	DefaultPhases     = 1
 	DefaultMaxTries   = 3
 	DefaultBatchSize  = 2048
-	DefaultBatchDelay = 10 * time.Millisecond
+	DefaultBatchDelay = 0
 )
 
 // DefaultOptions returns the default Options for the bbolt file at path.

@@ -32,9 +32,10 @@ const (
 	opRequeue
 	opRelease
 	opSetPhases
+	opFunc // a write defined in another file (rebalance.go): op.fn
 )
 
-var opNames = [...]string{"add", "mark in progress", "finish", "requeue", "release stalled", "set phases"}
+var opNames = [...]string{"add", "mark in progress", "finish", "requeue", "release stalled", "set phases", "rebalance"}
 
 type op struct {
 	kind    opKind
@@ -45,6 +46,8 @@ type op struct {
 	now     time.Time
 	n       int // limit (release) or nphase (set phases)
 	reply   chan opReply
+
+	fn func(*txState) (int, error) // opFunc: a write defined elsewhere (rebalance.go)
 }
 
 type opReply struct {
@@ -108,9 +111,16 @@ func (f *Frontier) submit(ctx context.Context, o *op) (int, error) {
 // ignored. Safe for concurrent callers; calls are coalesced by one writer
 // goroutine into few transactions (group commit).
 func (f *Frontier) Add(ctx context.Context, urls []NewURL) (added int, err error) {
-	if len(urls) == 0 {
+	adds := prepareURLs(urls)
+	if len(adds) == 0 {
 		return 0, nil
 	}
+	return f.submit(ctx, &op{kind: opAdd, adds: adds})
+}
+
+// prepareURLs hashes and normalizes the host of URLs to add, in the
+// caller's goroutine; URLs without a host are dropped.
+func prepareURLs(urls []NewURL) []pendingURL {
 	adds := make([]pendingURL, 0, len(urls))
 	for _, u := range urls {
 		if u.URL == "" {
@@ -127,10 +137,7 @@ func (f *Frontier) Add(ctx context.Context, urls []NewURL) (added int, err error
 		}
 		adds = append(adds, pendingURL{fp: Fingerprint(u.URL), url: u.URL, host: normHost(host), depth: max(u.Depth, 0)})
 	}
-	if len(adds) == 0 {
-		return 0, nil
-	}
-	return f.submit(ctx, &op{kind: opAdd, adds: adds})
+	return adds
 }
 
 // MarkInProgress moves IN_LIST URLs to IN_PROGRESS, removing them from the
@@ -394,6 +401,8 @@ func (st *txState) apply(o *op) (int, error) {
 		return st.requeue(o.fps)
 	case opRelease:
 		return st.release(o.now, o.n)
+	case opFunc:
+		return o.fn(st)
 	}
 	return 0, fmt.Errorf("unknown op %d", o.kind)
 }

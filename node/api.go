@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,8 +20,15 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// maxSeedBody bounds one POST /v1/seeds request.
-const maxSeedBody = 64 << 20
+// Limits of POST /v1/seeds. The body is read as a stream (one line, or one JSON array
+// element, at a time) and its URLs are added in batches, so memory does not grow with it.
+const (
+	maxSeedBody  = 1 << 30  // bytes of one request
+	maxSeedLine  = 64 << 10 // bytes of one line or array element; longer ones are bad
+	maxBadSeeds  = 100      // bad lines listed in the answer (BadTotal counts them all)
+	seedBatch    = 1000     // URLs routed to the frontier at once
+	maxBadSeedMs = 200      // bytes of a bad line echoed back in the answer
+)
 
 // Status is the JSON answer of GET /v1/status.
 type Status struct {
@@ -28,6 +36,8 @@ type Status struct {
 	Frontier     FrontierStatus `json:"frontier"`
 	Bucket       BucketStatus   `json:"bucket"`
 	Phase        PhaseStatus    `json:"phase"`
+	Members      []MemberStatus `json:"members"` // empty when the node runs alone
+	Outbox       map[string]int `json:"outbox"`  // URLs waiting per peer (member name)
 	PagesFetched int64          `json:"pages_fetched"`
 	BytesFetched int64          `json:"bytes_fetched"`
 	FetchErrors  int64          `json:"fetch_errors"`
@@ -51,17 +61,22 @@ type BucketStatus struct {
 	TimeWait int `json:"timewait"`
 }
 
-// PhaseStatus is the node's place in the phase rotation.
+// PhaseStatus is the node's place in the phase rotation. Current is -1
+// while the node works on no phase (a cluster member joining or leaving);
+// NextSwap is the cluster time the epoch ends (null when the node runs
+// alone: one phase, no swaps).
 type PhaseStatus struct {
-	NPhase  int `json:"nphase"`
-	Current int `json:"current"`
+	NPhase   int        `json:"nphase"`
+	Current  int        `json:"current"`
+	Epoch    int64      `json:"epoch"`
+	NextSwap *time.Time `json:"next_swap"`
 }
 
 // Status returns the node's current figures.
 func (n *Node) Status() Status {
 	c := n.front.Counts()
 	s := n.snap.Load()
-	return Status{
+	st := Status{
 		Node:         n.cfg.Name,
 		Frontier:     FrontierStatus{InList: c.InList, InProgress: c.InProgress, Completed: c.Completed, Stalled: c.Stalled},
 		Bucket:       BucketStatus{Free: s.bucket.Free, Queuing: s.bucket.Queuing, Fetching: s.bucket.Fetching, TimeWait: s.bucket.TimeWait},
@@ -72,6 +87,8 @@ func (n *Node) Status() Status {
 		UptimeS:      time.Since(n.started).Seconds(),
 		Done:         n.Done(),
 	}
+	n.clusterStatus(&st)
+	return st
 }
 
 // BadSeed is a seed line that was refused, with why.
@@ -83,50 +100,114 @@ type BadSeed struct {
 
 // SeedResult answers POST /v1/seeds.
 type SeedResult struct {
-	Given int       `json:"given"`
-	Added int       `json:"added"`
-	Bad   []BadSeed `json:"bad,omitempty"`
+	Given    int       `json:"given"`
+	Added    int       `json:"added"`
+	Bad      []BadSeed `json:"bad,omitempty"` // the first 100 bad lines
+	BadTotal int       `json:"bad_total"`     // all bad lines
+	Error    string    `json:"error,omitempty"`
 }
 
 // AddSeeds normalizes, scopes and routes seed URLs. With no allow_hosts or
 // allow_domains configured, a seed's host becomes part of the crawl's scope.
 func (n *Node) AddSeeds(ctx context.Context, raw []string) (SeedResult, error) {
-	res := SeedResult{Given: len(raw)}
-	var urls []frontier.NewURL
+	a := n.newSeedAdder(ctx)
 	for i, r := range raw {
+		if err := a.add(i+1, r); err != nil {
+			return a.res, err
+		}
+	}
+	err := a.flush()
+	return a.res, err
+}
+
+// seedAdder scopes and routes seeds in batches of seedBatch.
+type seedAdder struct {
+	n     *Node
+	ctx   context.Context
+	res   SeedResult
+	lines []int
+	raw   []string
+}
+
+func (n *Node) newSeedAdder(ctx context.Context) *seedAdder {
+	return &seedAdder{n: n, ctx: ctx}
+}
+
+// add takes seed number line (1-based).
+func (a *seedAdder) add(line int, raw string) error {
+	a.res.Given++
+	a.lines = append(a.lines, line)
+	a.raw = append(a.raw, raw)
+	if len(a.raw) >= seedBatch {
+		return a.flush()
+	}
+	return nil
+}
+
+// bad records a refused seed; only the first maxBadSeeds are listed.
+func (a *seedAdder) bad(line int, raw, msg string) {
+	a.res.BadTotal++
+	if len(a.res.Bad) < maxBadSeeds {
+		if len(raw) > maxBadSeedMs {
+			raw = strings.ToValidUTF8(raw[:maxBadSeedMs], "") + "..."
+		}
+		a.res.Bad = append(a.res.Bad, BadSeed{Line: line, URL: raw, Error: msg})
+	}
+}
+
+// flush routes the pending batch.
+func (a *seedAdder) flush() error {
+	if len(a.raw) == 0 {
+		return nil
+	}
+	n := a.n
+	type parsed struct {
+		line      int
+		raw, norm string
+		u         *url.URL
+	}
+	ps := make([]parsed, 0, len(a.raw))
+	var hosts []string
+	for i, r := range a.raw {
 		norm, err := fetch.Normalize(strings.TrimSpace(r))
 		if err != nil {
-			res.Bad = append(res.Bad, BadSeed{Line: i + 1, URL: r, Error: err.Error()})
+			a.bad(a.lines[i], r, err.Error())
 			continue
 		}
 		u, err := url.Parse(norm)
 		if err != nil {
-			res.Bad = append(res.Bad, BadSeed{Line: i + 1, URL: r, Error: err.Error()})
+			a.bad(a.lines[i], r, err.Error())
 			continue
 		}
-		if n.seedHosts != nil {
-			if err := n.seedHosts.Add(u.Host); err != nil {
-				return res, fmt.Errorf("node: remember seed host: %w", err)
-			}
+		ps = append(ps, parsed{a.lines[i], r, norm, u})
+		hosts = append(hosts, u.Host)
+	}
+	a.lines, a.raw = a.lines[:0], a.raw[:0]
+	if n.seedHosts != nil {
+		if err := n.seedHosts.AddAll(hosts); err != nil {
+			return fmt.Errorf("node: remember seed hosts: %w", err)
 		}
-		if ok, reason := n.inScope(u, 0); !ok {
-			res.Bad = append(res.Bad, BadSeed{Line: i + 1, URL: r, Error: "out of scope: " + reason})
+	}
+	urls := make([]frontier.NewURL, 0, len(ps))
+	for _, p := range ps {
+		if ok, reason := n.inScope(p.u, 0); !ok {
+			a.bad(p.line, p.raw, "out of scope: "+reason)
 			continue
 		}
-		urls = append(urls, frontier.NewURL{URL: norm, Host: u.Host, Depth: 0})
+		urls = append(urls, frontier.NewURL{URL: p.norm, Host: p.u.Host, Depth: 0})
 	}
 	if len(urls) == 0 {
-		return res, nil
+		return nil
 	}
-	added, err := n.router.Route(ctx, urls)
+	added, err := n.router.Route(a.ctx, urls)
 	if err != nil {
-		return res, err
+		return fmt.Errorf("node: add seeds: %w", err)
 	}
-	res.Added = added
+	a.res.Added += added
 	if added > 0 {
 		n.notify()
 	}
-	return res, nil
+	return nil
 }
 
 // inScope applies the scope rules, and the seeds' hosts when no hosts or domains are configured.
@@ -156,62 +237,166 @@ func (n *Node) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
 	mux.HandleFunc("POST /v1/seeds", n.handleSeeds)
-	return mux
+	return n.requireToken(mux)
 }
 
-// handleSeeds takes one URL a line, or a JSON array of URLs; 400 names the bad lines.
+// handleSeeds takes one URL a line, or a JSON array of URLs, as a stream: the URLs are added
+// in batches while the body is read. 400 names the bad lines (the first maxBadSeeds).
 func (n *Node) handleSeeds(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxSeedBody+1))
-	if err != nil {
-		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if len(body) > maxSeedBody {
-		http.Error(w, fmt.Sprintf("body over %d bytes", maxSeedBody), http.StatusRequestEntityTooLarge)
-		return
-	}
-	lines, err := parseSeedBody(body)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
-	res, err := n.AddSeeds(r.Context(), lines)
-	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-		return
+	a := n.newSeedAdder(r.Context())
+	body := http.MaxBytesReader(w, r.Body, maxSeedBody)
+	var addErr error
+	err := readSeeds(body, func(line int, raw string) error {
+		addErr = a.add(line, raw)
+		return addErr
+	}, a.bad)
+	if addErr == nil {
+		// The URLs read before a body error are taken too, as the answer says.
+		if ferr := a.flush(); ferr != nil {
+			err = ferr
+		}
 	}
 	code := http.StatusOK
-	if len(res.Bad) > 0 {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		code, a.res.Error = http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes (URLs before that were taken)", maxSeedBody)
+	case errors.Is(err, errSeedBody):
+		code, a.res.Error = http.StatusBadRequest, err.Error()
+	case err != nil:
+		code, a.res.Error = http.StatusInternalServerError, err.Error()
+	case a.res.BadTotal > 0:
 		code = http.StatusBadRequest
 	}
-	writeJSON(w, code, res)
+	writeJSON(w, code, a.res)
 }
 
-// parseSeedBody reads a JSON array of strings, or one URL a line (blank lines
-// and # comments skipped, line numbers kept as given).
-func parseSeedBody(body []byte) ([]string, error) {
-	trimmed := strings.TrimSpace(string(body))
-	if strings.HasPrefix(trimmed, "[") {
-		var urls []string
-		if err := json.Unmarshal([]byte(trimmed), &urls); err != nil {
-			return nil, fmt.Errorf("JSON body must be an array of URL strings: %w", err)
+// errSeedBody is matched by readSeeds' errors about the body itself (bad JSON, an element
+// over maxSeedLine); reading stops there.
+var errSeedBody = errors.New("seeds body")
+
+// readSeeds reads a seeds body from r: a JSON array of URL strings (when the first non-space
+// byte is '['), else one URL a line (blank lines and # comments skipped). It calls add with
+// each URL and its line number (the element number for JSON), and bad for lines it refuses
+// (too long, not a string). Nothing but the current line is held. Errors from add stop it.
+func readSeeds(r io.Reader, add func(line int, raw string) error, bad func(line int, raw, msg string)) error {
+	br := bufio.NewReaderSize(r, maxSeedLine)
+	skipped := 0 // lines before the first non-space byte
+	for {
+		b, err := br.ReadByte()
+		if err == io.EOF {
+			return nil
 		}
-		return urls, nil
-	}
-	var lines []string
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
+		if err != nil {
+			return fmt.Errorf("read seeds: %w", err)
+		}
+		if b == '\n' {
+			skipped++
+		}
+		if b == ' ' || b == '\t' || b == '\r' || b == '\n' || b == '\f' || b == '\v' {
 			continue
 		}
-		lines = append(lines, line)
+		if err := br.UnreadByte(); err != nil {
+			return fmt.Errorf("read seeds: %w", err)
+		}
+		if b == '[' {
+			return readSeedsJSON(br, add, bad)
+		}
+		return readSeedLines(br, skipped, add, bad)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read lines: %w", err)
+}
+
+func readSeedLines(br *bufio.Reader, line int, add func(int, string) error, bad func(int, string, string)) error {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 || err == nil {
+			line++
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			head := string(chunk[:min(len(chunk), maxBadSeedMs)])
+			for errors.Is(err, bufio.ErrBufferFull) { // skip the rest of the line
+				_, err = br.ReadSlice('\n')
+			}
+			bad(line, head, fmt.Sprintf("line longer than %d bytes", maxSeedLine))
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("read seeds: line %d: %w", line, err)
+			}
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return fmt.Errorf("read seeds: line %d: %w", line, err)
+		}
+		if s := strings.TrimSpace(string(chunk)); s != "" && !strings.HasPrefix(s, "#") {
+			if aerr := add(line, s); aerr != nil {
+				return aerr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
 	}
-	return lines, nil
+}
+
+// elementLimiter fails a read once more than limit bytes were read since the last reset:
+// json.Decoder buffers a whole value, so one huge element must not be read to its end.
+type elementLimiter struct {
+	r     io.Reader
+	n     int
+	limit int
+}
+
+func (l *elementLimiter) Read(p []byte) (int, error) {
+	if l.n > l.limit {
+		return 0, fmt.Errorf("%w: a JSON element longer than %d bytes", errSeedBody, maxSeedLine)
+	}
+	n, err := l.r.Read(p)
+	l.n += n
+	return n, err
+}
+
+func readSeedsJSON(br *bufio.Reader, add func(int, string) error, bad func(int, string, string)) error {
+	lim := &elementLimiter{r: br, limit: 4 * maxSeedLine}
+	dec := json.NewDecoder(lim)
+	bodyErr := func(err error) error {
+		if errors.Is(err, errSeedBody) {
+			return err
+		}
+		return fmt.Errorf("%w: JSON body must be an array of URL strings: %w", errSeedBody, err)
+	}
+	if _, err := dec.Token(); err != nil { // the '['
+		return bodyErr(err)
+	}
+	for i := 1; dec.More(); i++ {
+		lim.n = 0
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return bodyErr(fmt.Errorf("element %d: %w", i, err))
+		}
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			bad(i, string(raw[:min(len(raw), maxBadSeedMs)]), "not a string")
+			continue
+		}
+		if len(s) > maxSeedLine {
+			bad(i, s, fmt.Sprintf("URL longer than %d bytes", maxSeedLine))
+			continue
+		}
+		if err := add(i, s); err != nil {
+			return err
+		}
+	}
+	lim.n = 0
+	if _, err := dec.Token(); err != nil { // the ']'
+		return bodyErr(err)
+	}
+	lim.n = 0
+	if tok, err := dec.Token(); err != io.EOF {
+		return bodyErr(fmt.Errorf("data after the array (%v, %v)", tok, err))
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -255,19 +440,35 @@ func (hs *hostSet) Has(host string) bool {
 }
 
 // Add remembers host, durably.
-func (hs *hostSet) Add(host string) error {
+func (hs *hostSet) Add(host string) error { return hs.AddAll([]string{host}) }
+
+// AddAll remembers hosts, durably, with one write and one sync for those that are new.
+func (hs *hostSet) AddAll(hosts []string) error {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	if hs.hosts[host] {
+	var b strings.Builder
+	var fresh []string
+	for _, h := range hosts {
+		if h == "" || hs.hosts[h] || strings.ContainsAny(h, " \t\r\n") {
+			continue
+		}
+		hs.hosts[h] = true // also de-duplicates within hosts; undone below on failure
+		fresh = append(fresh, h)
+		b.WriteString(h + "\n")
+	}
+	if len(fresh) == 0 {
 		return nil
 	}
-	if _, err := hs.f.WriteString(host + "\n"); err != nil {
+	_, err := hs.f.WriteString(b.String())
+	if err == nil {
+		err = hs.f.Sync()
+	}
+	if err != nil {
+		for _, h := range fresh {
+			delete(hs.hosts, h)
+		}
 		return err
 	}
-	if err := hs.f.Sync(); err != nil {
-		return err
-	}
-	hs.hosts[host] = true
 	return nil
 }
 

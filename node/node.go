@@ -74,6 +74,20 @@ func (r localRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, er
 	return r.f.Add(ctx, urls)
 }
 
+// RouteForeign implements LocalSplitter: every URL is owned here.
+func (r localRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	return urls, nil
+}
+
+// LocalSplitter is an optional Router extension: RouteForeign durably hands
+// the URLs owned by other nodes to their owners (outbox) and returns those
+// owned here, which the worker then records in the same frontier
+// transaction as its fetch results (frontier.Settle): one commit per host
+// trip instead of three.
+type LocalSplitter interface {
+	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
+}
+
 // Options are the parts of a node that tests and the cluster replace.
 type Options struct {
 	Logger *slog.Logger
@@ -105,7 +119,8 @@ type Node struct {
 	cluster io.Closer // the cluster layer, closed before the frontier
 	ln      net.Listener
 
-	seedHosts *hostSet // scope when no allow_hosts/allow_domains: the seeds' hosts
+	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
+	hard      *hardening // API token, redirect chain lengths (hardening.go)
 
 	started time.Time
 	pages   atomic.Int64
@@ -265,12 +280,18 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.router = localRouter{n.front}
 	}
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	if err := n.registerClusterMetrics(); err != nil {
+		return nil, fmt.Errorf("node: cluster metrics: %w", err)
+	}
 	if opts.Listener != nil {
 		n.ln = opts.Listener
 	} else if cfg.HTTP != "" {
 		if n.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("node: API listen on %s (key http): %w", cfg.HTTP, err)
 		}
+	}
+	if err := n.initHardening(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	seeds, err := cfg.ReadSeeds()
 	if err != nil {

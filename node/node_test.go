@@ -145,7 +145,7 @@ func TestAPI(t *testing.T) {
 		{"again: nothing new", srv.URL + "/\n", 200, 0, nil},
 		{"json", `["` + srv.URL + `/c"]`, 200, 1, nil},
 		{"bad lines named", "ftp://x/\n" + srv.URL + "/fresh\nnot a url\n", 400, 1, []int{1, 3}},
-		{"bad json", `["x"`, 400, 0, nil},
+		{"bad json: elements before the syntax error are taken", `["x"`, 400, 0, []int{1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

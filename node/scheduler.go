@@ -21,8 +21,8 @@ type scheduler struct {
 	n       *Node
 	cursor  frontier.Cursor
 	scanned int  // records visited since the window last wrapped to the oldest URL
-	passHit bool // any URL placed since the window last wrapped
-	idle    bool // a whole pass placed nothing and nothing changed since: don't rescan
+	dirty   bool // something changed since this pass began (URLs added, elements freed): pass again
+	idle    bool // the last pass saw the bucket as it is now: don't rescan until something changes
 	phase   int
 	nphase  int            // the phase count the frontier's queue is keyed by
 	pending []bucket.Batch // dispatched, waiting for a free worker
@@ -43,7 +43,7 @@ func (n *Node) schedule(ctx context.Context) {
 			s.swap(phase, nphase)
 		}
 		if freed := n.bkt.Release(now); freed > 0 {
-			s.idle = false
+			s.idle, s.dirty = false, true
 		}
 		if open && !s.idle {
 			s.fill(now, phase)
@@ -87,7 +87,7 @@ func (n *Node) schedule(ctx context.Context) {
 		case f := <-n.done:
 			s.finish(f)
 		case <-n.wake:
-			s.idle = false
+			s.idle, s.dirty = false, true
 		case <-timer.C:
 		}
 		if !timer.Stop() {
@@ -104,8 +104,12 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	n := s.n
 	var placed []uint64
 	visited := 0
+	if s.cursor == nil && s.scanned == 0 {
+		s.dirty = false // a new pass sees every change made so far
+	}
 	limit := min(scanChunk, n.cfg.Frontier.Window-s.scanned)
-	next, err := n.front.Scan(phase, s.cursor, limit, func(r frontier.Record) bool {
+	accept := func(host string) bool { return n.bkt.Accepts(host, frontier.HostHash(host)) }
+	next, err := n.front.ScanFiltered(phase, s.cursor, limit, accept, func(r frontier.Record) bool {
 		visited++
 		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
@@ -133,17 +137,20 @@ func (s *scheduler) fill(now time.Time, phase int) {
 			s.idle = true
 			return
 		}
-		s.passHit = true
 	}
 	s.scanned += visited
 	s.cursor = next
 	if next == nil || s.scanned >= n.cfg.Frontier.Window {
 		// End of the window: slide back to the oldest unfinished URL.
 		s.cursor, s.scanned = nil, 0
-		if !s.passHit {
-			s.idle = true
+		if len(s.pending) < n.cfg.Workers {
+			// The window holds nothing more for the QUEUING hosts right
+			// now: waiting out max_queue_wait would only leave workers idle.
+			s.pending = append(s.pending, n.bkt.Flush(now)...)
 		}
-		s.passHit = false
+		// Only an event (new URLs, a freed element, a phase swap) can let a
+		// URL the pass refused in now: without one, wait instead of rescanning.
+		s.idle = !s.dirty
 	}
 }
 

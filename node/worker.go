@@ -187,10 +187,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	case resp.Status >= 300 && resp.Status < 400:
 		res.Reason, entry.Reason = "redirect", "redirect"
 		if resp.Location != "" {
-			entry.Redirect = resp.Location
-			if t.discover(resp.Location, it.Depth+1) {
-				entry.Outlinks = 1
-			}
+			t.followRedirect(it, resp.Location, &res, &entry)
 		}
 	case resp.Status >= 500:
 		t.stall(&res, &entry, it, "http_5xx", "HTTP "+strconv.Itoa(resp.Status))
@@ -221,7 +218,7 @@ func (t *hostTrip) links(resp *fetch.Response, depth int) int {
 		return 0
 	}
 	kept := 0
-	for _, l := range page.Links {
+	for _, l := range t.pageLinks(&page) {
 		if l.NoFollow {
 			continue
 		}
@@ -237,7 +234,7 @@ func (t *hostTrip) discover(raw string, depth int) bool {
 	n := t.n
 	norm, err := fetch.Normalize(raw)
 	if err != nil {
-		n.m.OutOfScope.WithLabelValues("invalid").Inc()
+		n.m.OutOfScope.WithLabelValues(invalidReason(err)).Inc()
 		return false
 	}
 	u, err := url.Parse(norm)
@@ -277,6 +274,24 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
+	if sp, ok := n.router.(LocalSplitter); ok {
+		local, err := sp.RouteForeign(ctx, t.found)
+		if err != nil {
+			n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
+			return
+		}
+		added, err := n.front.Settle(ctx, local, t.results, t.requeue)
+		if err != nil {
+			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
+			n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
+			return
+		}
+		n.m.URLsNew.Add(float64(added))
+		if added > 0 || len(t.requeue) > 0 {
+			n.notify()
+		}
+		return
+	}
 	if len(t.found) > 0 {
 		added, err := n.router.Route(ctx, t.found)
 		if err != nil {
@@ -303,7 +318,7 @@ func (t *hostTrip) commit() {
 
 func isHostDown(kind string) bool {
 	switch kind {
-	case "timeout", "dns", "conn_refused", "conn_reset", "tls":
+	case "timeout", "too_slow", "dns", "conn_refused", "conn_reset", "tls":
 		return true
 	}
 	return false

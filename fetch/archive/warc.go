@@ -5,7 +5,6 @@ package archive
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/base32"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/klauspost/compress/gzip"
 )
 
 // WARCConfig configures a WARCWriter. Start from DefaultWARCConfig.

@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// rebalanceBatch is how many records one claim (one frontier write) moves.
+const rebalanceBatch = 1000
+
+// RingHash identifies a member set (order and duplicates do not matter):
+// the value a settled node gossips (NodeMeta.Settled).
+func RingHash(members []string) string {
+	return fmt.Sprintf("%016x", xxhash.Sum64String(strings.Join(NewRing(members).Members(), "\n")))
+}
+
+// moved counts what a rebalance pass did.
+type moved struct {
+	urls int // IN_LIST and STALLED records filed for their owner
+	fps  int // COMPLETED records filed for their owner
+	kept int // records left for a later pass: being fetched, or fetched meanwhile
+}
+
+func (m *moved) add(o moved) { m.urls, m.fps, m.kept = m.urls+o.urls, m.fps+o.fps, m.kept+o.kept }
+
+// moveAway files every record of the frontier that another member of ring
+// owns in the outbox under that owner, then deletes it locally (claim,
+// file, remove: see frontier/rebalance.go). marks gets, per peer, the
+// outbox position of the last record filed for it. It scans in short read
+// transactions and moves at most rebalanceBatch records per write, so the
+// scheduler's writes interleave with it.
+func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uint64) (moved, error) {
+	self := c.cfg.Name
+	foreign := func(fp uint64) bool {
+		o := ring.Owner(fp)
+		return o != "" && o != self
+	}
+	var tot moved
+	var batch []frontier.Record
+	var from uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return tot, err
+		}
+		recs, next, end, err := c.front.ScanRecords(from, 0, foreign)
+		if err != nil {
+			return tot, err
+		}
+		batch = append(batch, recs...)
+		for len(batch) >= rebalanceBatch || (end && len(batch) > 0) {
+			k := min(len(batch), rebalanceBatch)
+			m, err := c.moveBatch(ring, batch[:k], marks)
+			tot.add(m)
+			if err != nil {
+				return tot, err
+			}
+			batch = batch[k:]
+		}
+		if end {
+			return tot, nil
+		}
+		from = next
+	}
+}
+
+// moveBatch moves one batch of records. Its frontier writes are not
+// cancelled halfway: a claim is always followed by its removal or undone.
+func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
+	ctx := context.Background()
+	fps := make([]uint64, len(recs))
+	for i, r := range recs {
+		fps[i] = r.FP
+	}
+	claimed, err := c.front.Claim(ctx, fps)
+	if err != nil {
+		return moved{}, fmt.Errorf("cluster: rebalance: %w", err)
+	}
+	m := moved{kept: len(recs) - len(claimed)}
+	type group struct {
+		peer string
+		kind Kind
+	}
+	groups := map[group][]frontier.Record{}
+	for _, r := range claimed {
+		g := group{ring.Owner(r.FP), KindNew}
+		if r.State == frontier.Completed {
+			g.kind = KindDone
+		}
+		groups[g] = append(groups[g], r)
+	}
+	var filed []frontier.Record
+	var undo []uint64
+	var errs []error
+	for g, rs := range groups {
+		us := make([]frontier.NewURL, len(rs))
+		for i, r := range rs {
+			us[i] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth}
+		}
+		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
+			errs = append(errs, err)
+			for _, r := range rs {
+				if r.State != frontier.Completed {
+					undo = append(undo, r.FP)
+				}
+			}
+			continue
+		}
+		mark, err := c.outbox.Mark(g.peer)
+		if err != nil {
+			errs = append(errs, err)
+		} else if mark > marks[g.peer] {
+			marks[g.peer] = mark
+		}
+		filed = append(filed, rs...)
+	}
+	if len(undo) > 0 {
+		errs = append(errs, c.front.Requeue(ctx, undo))
+	}
+	removed, err := c.front.Remove(ctx, filed)
+	errs = append(errs, err)
+	for _, r := range filed {
+		if r.State == frontier.Completed {
+			m.fps++
+		} else {
+			m.urls++
+		}
+	}
+	m.kept += len(filed) - removed
+	c.movedURLs.Add(uint64(m.urls))
+	c.movedFPs.Add(uint64(m.fps))
+	if err := errors.Join(errs...); err != nil {
+		return m, fmt.Errorf("cluster: rebalance: %w", err)
+	}
+	return m, nil
+}
+
+// rebalanceLoop runs a rebalance after each change of the ring.
+func (c *Cluster) rebalanceLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.rebKick:
+		}
+		c.rebalance(ctx)
+	}
+}
+
+// sleepCtx sleeps d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// rebalance moves the records other members own under the current ring to
+// them, in passes until none is left (records being fetched wait for the
+// next pass), waits until the outbox delivered them, logs the figures once
+// and gossips that this node is settled for the member set. A change of
+// the ring ends it early: the next rebalance starts at once.
+func (c *Cluster) rebalance(ctx context.Context) {
+	ring := c.ring.Load()
+	if c.leaving.Load() {
+		return
+	}
+	c.rebalancing.Store(true)
+	defer c.rebalancing.Store(false)
+	start := time.Now()
+	var tot moved
+	marks := map[string]uint64{}
+	superseded := func() bool { return ctx.Err() != nil || c.ring.Load() != ring || c.leaving.Load() }
+	logDone := func(msg string, kv ...any) {
+		c.log.Info(msg, append([]any{"members", ring.Members(), "urls_moved", tot.urls, "fingerprints_moved", tot.fps,
+			"duration", time.Since(start).Round(time.Millisecond)}, kv...)...)
+	}
+	for pass := 1; ; pass++ {
+		m, err := c.moveAway(ctx, ring, marks)
+		tot.add(m)
+		if superseded() {
+			logDone("rebalance interrupted by a membership change")
+			return
+		}
+		if err != nil {
+			c.log.Warn("rebalance pass failed, will retry", "pass", pass, "error", err)
+			if !sleepCtx(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		if m.kept == 0 {
+			break
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+	for peer, mark := range marks {
+		for {
+			ok, err := c.outbox.Passed(peer, mark)
+			if err != nil {
+				c.log.Warn("rebalance: read outbox", "error", err)
+			}
+			if ok {
+				break
+			}
+			if !sleepCtx(ctx, 50*time.Millisecond) || superseded() {
+				logDone("rebalance interrupted by a membership change")
+				return
+			}
+		}
+	}
+	logDone("rebalance done")
+	c.setMeta(func(m *NodeMeta) { m.Settled = RingHash(ring.Members()) })
+}
+
+// setMeta changes this node's gossiped metadata.
+func (c *Cluster) setMeta(change func(*NodeMeta)) {
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	change(&c.meta)
+	if err := c.members.SetMeta(c.meta, 5*time.Second); err != nil {
+		c.log.Warn("cannot gossip metadata", "error", err)
+	}
+}
+
+// settled reports whether every member of the ring has gossiped that it is
+// settled for it, and which members are not.
+func (c *Cluster) settled() (bool, []string) {
+	ring := c.ring.Load()
+	h := RingHash(ring.Members())
+	var waiting []string
+	for _, m := range c.members.Alive() {
+		if ring.Has(m.Name) && m.Settled != h {
+			waiting = append(waiting, m.Name)
+		}
+	}
+	return len(waiting) == 0, waiting
+}
+
+// gate holds a starting node off the phase rotation until every member is
+// settled for the member set it sees (so the fingerprints of what the
+// others fetched for its share, e.g. while it was down, are here before it
+// fetches anything), or JoinTimeout passed.
+func (c *Cluster) gate(ctx context.Context) {
+	start := time.Now()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok, waiting := c.settled()
+		if ok || time.Since(start) > c.cfg.JoinTimeout {
+			if ok {
+				c.log.Info("joined: the members moved this node's records to it; fetching", "members", c.ring.Load().Members(),
+					"waited", time.Since(start).Round(time.Millisecond))
+			} else {
+				c.log.Warn("join timeout: members not settled; fetching anyway (URLs they fetched for this node's share may be fetched again)",
+					"waiting_for", waiting, "join_timeout", c.cfg.JoinTimeout)
+			}
+			c.joining.Store(false)
+			if !c.leaving.Load() {
+				c.sched.SetHold(false)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// handoff is the first half of a graceful leave: stop receiving, take this
+// node out of its own ring, move every record to its owner among the
+// others and wait until the outbox has delivered everything (at most
+// HandoffTimeout). The node has stopped fetching before.
+func (c *Cluster) handoff() error {
+	start := time.Now()
+	c.leaving.Store(true)
+	c.sched.SetHold(true)
+	if c.rebCancel != nil {
+		c.rebCancel()
+	}
+	c.rebWG.Wait()
+	c.rebalancing.Store(true)
+	defer c.rebalancing.Store(false)
+	c.setMeta(func(m *NodeMeta) { m.Leaving = true })
+	c.update()
+	ring := c.ring.Load()
+	if ring.Len() == 0 {
+		c.log.Info("leaving: no other member, the records stay here")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.HandoffTimeout)
+	defer cancel()
+	var tot moved
+	var err error
+	for pass := 1; ; pass++ {
+		var m moved
+		m, err = c.moveAway(ctx, ring, map[string]uint64{})
+		tot.add(m)
+		if err != nil || m.kept == 0 || pass == 10 || !sleepCtx(ctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	if err == nil {
+		err = c.outbox.WaitEmpty(ctx)
+	}
+	c.log.Info("leave hand-off done", "members", ring.Members(), "urls_moved", tot.urls, "fingerprints_moved", tot.fps,
+		"urls_waiting", c.outbox.Len(), "duration", time.Since(start).Round(time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("cluster: leave hand-off (the outbox keeps what was not delivered): %w", err)
+	}
+	return nil
+}
+
+// current is the phase a node works on: -1 while it works on none.
+func current(st PhaseState) int {
+	if st.Held || st.Phase < 0 {
+		return -1
+	}
+	return st.Phase
+}
+
+// watchPhases counts and logs this node's phase swaps.
+func (c *Cluster) watchPhases(ctx context.Context) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	last, lastN := -1, 0
+	for {
+		st := c.sched.At(time.Now())
+		if cur := current(st); cur != last || (cur >= 0 && st.NPhase != lastN) {
+			if cur >= 0 {
+				c.swaps.Add(1)
+				c.log.Info("phase swap", "epoch", st.Epoch, "phase", cur, "nphase", st.NPhase, "members", st.Members)
+			}
+			last, lastN = cur, st.NPhase
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

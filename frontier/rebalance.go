@@ -1,0 +1,260 @@
+package frontier
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net/url"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Moving records between nodes (cluster rebalance). When the cluster's
+// membership changes, a node hands the records another member now owns to
+// that member: IN_LIST and STALLED URLs to be crawled there, and the
+// fingerprints of COMPLETED ones so that they are never crawled again. The
+// move is safe against crashes and against the node's own scheduler:
+//
+//  1. ScanRecords finds the records to move (short read transactions).
+//  2. Claim takes them out of the crawl in one write: an IN_LIST or STALLED
+//     record becomes IN_PROGRESS with a claim mark, so neither the scheduler
+//     nor the retry lane picks it any more; COMPLETED records stay as they are.
+//  3. The caller files them durably elsewhere (the cluster's outbox).
+//  4. Remove deletes each record only if it is still as Claim left it. A
+//     record the scheduler had read just before the claim and fetched anyway
+//     is COMPLETED by then: it stays, and the next pass moves its fingerprint.
+//
+// A crash between 2 and 4 leaves claimed records IN_PROGRESS, which Open
+// puts back to IN_LIST like any other: the next rebalance moves them again
+// (the receiver deduplicates). Requeue undoes a claim whose step 3 failed.
+// The receiving node stores moved COMPLETED records with AddDone.
+
+// claimMarker ends the value of an inprogress entry written by Claim (seq,
+// then this byte); MarkInProgress writes the seq alone.
+const claimMarker = 0xC1
+
+// DefaultScanRecords is the number of records ScanRecords visits when its
+// limit is <= 0.
+const DefaultScanRecords = 4096
+
+// ScanRecords visits the records (every state) in fingerprint order, from
+// fingerprint from on, at most limit of them (<= 0: DefaultScanRecords) in
+// one read transaction, and returns those whose fingerprint match accepts
+// (every one when match is nil), decoded. Only the keys of the others are
+// read. next is the fingerprint to start the following call from; end is
+// true when the last record was visited. match must be fast; it runs inside
+// the read transaction.
+func (f *Frontier) ScanRecords(from uint64, limit int, match func(fp uint64) bool) (recs []Record, next uint64, end bool, err error) {
+	if limit <= 0 {
+		limit = DefaultScanRecords
+	}
+	err = f.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bURLs).Cursor()
+		visited := 0
+		k, v := c.Seek(fpKey(nil, from))
+		for ; k != nil; k, v = c.Next() {
+			if visited == limit {
+				next = binary.BigEndian.Uint64(k)
+				return nil
+			}
+			visited++
+			if len(k) != 8 {
+				return fmt.Errorf("corrupt urls key %x", k)
+			}
+			fp := binary.BigEndian.Uint64(k)
+			if match != nil && !match(fp) {
+				continue
+			}
+			s, err := decodeRecord(fp, v)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, s.Record)
+		}
+		end = true
+		return nil
+	})
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("frontier: scan records from %016x: %w", from, err)
+	}
+	return recs, next, end, nil
+}
+
+// Claim takes the records of fps out of the crawl so they can be moved to
+// another node, in one write: IN_LIST and STALLED records become IN_PROGRESS
+// (claimed: off the scan queue and the retry lane), COMPLETED ones are left
+// as they are. IN_PROGRESS records (being fetched) and unknown fingerprints
+// are skipped. It returns the claimed records with the State they had
+// before the claim (InList, Stalled or Completed).
+func (f *Frontier) Claim(ctx context.Context, fps []uint64) ([]Record, error) {
+	if len(fps) == 0 {
+		return nil, nil
+	}
+	var out []Record
+	_, err := f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+		out = out[:0]
+		for _, fp := range fps {
+			s, ok, err := st.get(fp)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				st.ignored++
+				continue
+			}
+			prev := s.Record
+			switch s.State {
+			case Completed:
+				out = append(out, prev)
+				continue
+			case InList:
+				if err := st.dequeue(&s); err != nil {
+					return 0, err
+				}
+				st.cnt[cInList]--
+			case Stalled:
+				if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, fp)); err != nil {
+					return 0, err
+				}
+				st.cnt[cStalled]--
+			default: // IN_PROGRESS: being fetched here
+				st.ignored++
+				continue
+			}
+			v := append(binary.BigEndian.AppendUint64(st.slab.take(9), s.seq), claimMarker)
+			if err := st.inprog.Put(fpKey(st.slab.take(8), fp), v); err != nil {
+				return 0, err
+			}
+			s.State = InProgress
+			if err := st.putRecord(&s); err != nil {
+				return 0, err
+			}
+			st.cnt[cInProgress]++
+			out = append(out, prev)
+		}
+		return len(out), nil
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Remove deletes records that were claimed (Claim's answer) and filed
+// elsewhere, each only if it is still as Claim left it: a COMPLETED record
+// still COMPLETED, an IN_LIST or STALLED one still claimed. It returns how
+// many it deleted; the others (fetched in the meantime, or requeued) stay.
+func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
+	if len(claimed) == 0 {
+		return 0, nil
+	}
+	fps := make([]uint64, len(claimed))
+	for i, r := range claimed {
+		fps[i] = r.FP
+	}
+	return f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+		n := 0
+		for _, r := range claimed {
+			s, ok, err := st.get(r.FP)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				st.ignored++
+				continue
+			}
+			switch {
+			case r.State == Completed && s.State == Completed:
+				st.cnt[cCompleted]--
+			case r.State != Completed && s.State == InProgress && st.claimed(r.FP):
+				if err := st.inprog.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+					return 0, err
+				}
+				st.cnt[cInProgress]--
+			default:
+				st.ignored++
+				continue
+			}
+			if err := st.urls.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+				return 0, err
+			}
+			n++
+		}
+		return n, nil
+	}})
+}
+
+// claimed reports whether fp's inprogress entry was written by Claim.
+func (st *txState) claimed(fp uint64) bool {
+	v := st.inprog.Get(fpKey(st.scratch[:0], fp))
+	return len(v) == 9 && v[8] == claimMarker
+}
+
+// AddDone stores URLs that were fetched (or given up on) by another node
+// and moved here by a rebalance, as COMPLETED, so that they are never
+// crawled here: an unknown URL is inserted COMPLETED (reason "moved"; the
+// host's MaxPerHost does not apply, the URL was admitted elsewhere), an
+// IN_LIST or STALLED one becomes COMPLETED (reason "done_elsewhere"),
+// IN_PROGRESS and COMPLETED ones are left alone. It returns how many
+// records it inserted or completed, once durable.
+func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
+	adds := make([]pendingURL, 0, len(urls))
+	for _, u := range urls {
+		host := u.Host
+		if host == "" && u.URL != "" {
+			if pu, err := url.Parse(u.URL); err == nil {
+				host = pu.Host
+			}
+		}
+		if u.URL != "" && host != "" {
+			adds = append(adds, pendingURL{fp: Fingerprint(u.URL), url: u.URL, host: normHost(host), depth: max(u.Depth, 0)})
+		}
+	}
+	if len(adds) == 0 {
+		return 0, nil
+	}
+	return f.submit(ctx, &op{kind: opFunc, adds: adds, fn: func(st *txState) (int, error) {
+		n := 0
+		for i := range adds {
+			u := &adds[i]
+			s, ok, err := st.get(u.fp)
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				hs, err := st.host(u.host)
+				if err != nil {
+					return 0, err
+				}
+				st.seq++
+				s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
+					Reason: "moved", Discovered: st.now}, seq: st.seq}
+				hs.Admitted++
+			} else {
+				switch s.State {
+				case InList:
+					if err := st.dequeue(&s); err != nil {
+						return 0, err
+					}
+					st.cnt[cInList]--
+				case Stalled:
+					if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, s.FP)); err != nil {
+						return 0, err
+					}
+					st.cnt[cStalled]--
+				default:
+					st.ignored++
+					continue
+				}
+				s.State, s.Reason, s.NextTry = Completed, "done_elsewhere", time.Time{}
+			}
+			if err := st.putRecord(&s); err != nil {
+				return 0, err
+			}
+			st.cnt[cCompleted]++
+			n++
+		}
+		return n, nil
+	}})
+}

@@ -1,0 +1,53 @@
+package frontier
+
+import (
+	"testing"
+)
+
+// TestSettle: one call adds the discovered URLs, records the results and
+// requeues the rest; a bad result state writes nothing at all.
+func TestSettle(t *testing.T) {
+	f := open(t, nil)
+	us := gen("t", 1, 3) // a, b, c of one host
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := Fingerprint(us[0].URL), Fingerprint(us[1].URL), Fingerprint(us[2].URL)
+	if err := f.MarkInProgress(ctx, []uint64{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	newURL := NewURL{URL: "http://t0.test/new", Host: "t0.test", Depth: 1}
+	found := []NewURL{newURL, us[0]} // one new, one known
+
+	// A state other than Completed/Stalled: error, and nothing written.
+	if _, err := f.Settle(ctx, found, []Result{{FP: a, State: InList}}, []uint64{c}); err == nil {
+		t.Fatal("Settle with state IN_LIST succeeded")
+	}
+	if got := f.Counts(); got != (Counts{InProgress: 3}) {
+		t.Fatalf("after refused Settle: %+v, want 3 in progress and nothing else", got)
+	}
+
+	added, err := f.Settle(ctx, found, []Result{{FP: a, State: Completed, Status: 200}, {FP: b, State: Stalled}}, []uint64{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added != 1 {
+		t.Fatalf("added %d, want 1", added)
+	}
+	want := map[string]State{us[0].URL: Completed, us[1].URL: Stalled, us[2].URL: InList, newURL.URL: InList}
+	for u, st := range want {
+		if r := mustGet(t, f, u); r.State != st {
+			t.Errorf("%s: state %s, want %s", u, r.State, st)
+		}
+	}
+	if got := f.Counts(); got != (Counts{InList: 2, Completed: 1, Stalled: 1}) {
+		t.Fatalf("counts %+v", got)
+	}
+	// c went back to its original queue position: before the new URL.
+	if got := urlsOf(scanAll(t, f, 0, 0)); len(got) != 2 || got[0] != us[2].URL || got[1] != newURL.URL {
+		t.Fatalf("queue %v, want [%s %s]", got, us[2].URL, newURL.URL)
+	}
+	if n, err := f.Settle(ctx, nil, nil, nil); n != 0 || err != nil {
+		t.Fatalf("empty Settle = %d, %v", n, err)
+	}
+}

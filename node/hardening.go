@@ -1,0 +1,186 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// minTokenLen is the shortest API token accepted.
+const minTokenLen = 16
+
+// redirectMemory is how many redirect targets remember their chain length.
+const redirectMemory = 1 << 16
+
+// hardening holds what protects the node from hostile input: the API token, the redirect
+// chain lengths and their metrics.
+type hardening struct {
+	tokenHash    []byte                    // SHA-256 of the API token; nil: writes are open (loopback only)
+	redirects    *lru.Cache[uint64, uint8] // fingerprint of a redirect target -> hops from its chain's start
+	unauthorized prometheus.Counter        // API writes refused for a missing or wrong token
+	overHostCap  prometheus.CounterFunc    // URLs the frontier refused over max_pages_per_host
+}
+
+// initHardening loads the API token, refuses a non-loopback API without one, and registers
+// the hardening metrics. New calls it once the listener is open.
+func (n *Node) initHardening() error {
+	h := &hardening{}
+	if n.cfg.APITokenFile != "" {
+		tok, err := loadAPIToken(n.cfg.APITokenFile)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(tok)
+		h.tokenHash = sum[:]
+	}
+	if n.ln != nil && h.tokenHash == nil && !config.IsLoopbackAddr(n.ln.Addr().String()) {
+		return fmt.Errorf("api_token_file: required: the API listens on %s, which is not a loopback address", n.ln.Addr())
+	}
+	var err error
+	if h.redirects, err = lru.New[uint64, uint8](redirectMemory); err != nil {
+		return fmt.Errorf("redirect memory: %w", err)
+	}
+	h.unauthorized = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "phasecrawl_api_unauthorized_total", Help: "API writes refused for a missing or wrong bearer token.",
+	})
+	front := n.front
+	h.overHostCap = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "phasecrawl_urls_over_host_cap_total", Help: "Discovered URLs refused because their host reached scope.max_pages_per_host (traps, infinite URL spaces).",
+	}, func() float64 { return float64(front.Skipped()) })
+	if err := n.m.Registry.Register(h.unauthorized); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := n.m.Registry.Register(h.overHostCap); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	n.hard = h
+	return nil
+}
+
+// loadAPIToken reads the token: the file's first line, trimmed. Errors name the key and the
+// file, never the content.
+func loadAPIToken(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("api_token_file=%q: %w", path, err)
+	}
+	defer f.Close()
+	line, err := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
+	if err != nil && !errors.Is(err, bufio.ErrBufferFull) && len(line) == 0 {
+		return nil, fmt.Errorf("api_token_file=%q: empty file", path)
+	}
+	tok := bytes.TrimSpace(line)
+	if len(tok) < minTokenLen || errors.Is(err, bufio.ErrBufferFull) {
+		return nil, fmt.Errorf("api_token_file=%q: the token (first line) must be %d to 4095 characters", path, minTokenLen)
+	}
+	return bytes.Clone(tok), nil
+}
+
+// requireToken lets reads (GET, HEAD) through and asks every other request for the bearer
+// token when one is configured. Tokens are compared in constant time (of their SHA-256).
+func (n *Node) requireToken(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := n.hard
+		if h == nil || h.tokenHash == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !h.authorized(r.Header.Get("Authorization")) {
+			h.unauthorized.Inc()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="phasecrawl"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token (see api_token_file)"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *hardening) authorized(header string) bool {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		tok = "" // still compared, so a missing header costs the same as a wrong one
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(sum[:], h.tokenHash) == 1 && ok
+}
+
+// followRedirect routes a 3xx's Location unless the chain that led here is already
+// fetch.max_redirects long: then the target is dropped and the URL is COMPLETED as
+// "redirect_limit". Chain lengths are remembered per target (in memory, bounded).
+func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Result, entry *archive.LogEntry) {
+	n := t.n
+	entry.Redirect = loc
+	hops := 1
+	if n.hard != nil {
+		if h, ok := n.hard.redirects.Get(it.FP); ok {
+			hops = int(h) + 1
+		}
+	}
+	if limit := n.cfg.Fetch.MaxRedirects; hops > limit {
+		n.m.OutOfScope.WithLabelValues("redirects").Inc()
+		res.Reason, entry.Reason = "redirect_limit", "redirect_limit"
+		entry.Error = fmt.Sprintf("redirect chain longer than fetch.max_redirects=%d: Location not followed", limit)
+		return
+	}
+	if !t.discover(loc, it.Depth+1) {
+		return
+	}
+	entry.Outlinks = 1
+	if n.hard != nil {
+		if norm, err := fetch.Normalize(loc); err == nil {
+			n.hard.redirects.Add(frontier.Fingerprint(norm), uint8(hops))
+		}
+	}
+}
+
+// pageLinks returns the links of a page to follow: the first fetch.max_outlinks of them. The
+// hrefs that were not links and those over the cap are counted in urls_out_of_scope_total.
+func (t *hostTrip) pageLinks(page *fetch.Page) []fetch.Link {
+	oos := t.n.m.OutOfScope
+	d := page.Dropped
+	for _, c := range []struct {
+		reason string
+		n      int
+	}{{"scheme", d.Scheme}, {"too_long", d.TooLong}, {"bad_host", d.BadHost}, {"bad_port", d.BadPort}, {"invalid", d.Invalid}} {
+		if c.n > 0 {
+			oos.WithLabelValues(c.reason).Add(float64(c.n))
+		}
+	}
+	links := page.Links
+	if limit := t.n.cfg.Fetch.MaxOutlinks; limit > 0 && len(links) > limit {
+		oos.WithLabelValues("outlinks_cap").Add(float64(len(links) - limit))
+		links = links[:limit]
+	}
+	return links
+}
+
+// invalidReason is the urls_out_of_scope_total reason of a URL Normalize refused: one of
+// scheme, too_long, bad_host, bad_port or invalid (a bounded set of label values).
+func invalidReason(err error) string {
+	switch {
+	case errors.Is(err, fetch.ErrScheme):
+		return "scheme"
+	case errors.Is(err, fetch.ErrTooLong):
+		return "too_long"
+	case errors.Is(err, fetch.ErrHost):
+		return "bad_host"
+	case errors.Is(err, fetch.ErrPort):
+		return "bad_port"
+	}
+	return "invalid"
+}

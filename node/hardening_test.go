@@ -1,0 +1,362 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+const testToken = "s3cret-token-0123456789abcdef"
+
+func writeToken(t *testing.T, tok string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestAPIToken(t *testing.T) {
+	srv, _ := site(t)
+	c := testConfig(t, srv)
+	c.Seeds = nil
+	c.APITokenFile = writeToken(t, testToken)
+	n, stop := start(t, c)
+	defer stop()
+	base := "http://" + n.Addr().String()
+	post := func(auth string) int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/seeds", strings.NewReader(srv.URL+"/\n"))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if bytes.Contains(b, []byte(testToken)) {
+			t.Errorf("the answer echoes the token: %s", b)
+		}
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		auth string
+		want int
+	}{
+		{"", 401},
+		{"Bearer wrong-token-0123456789abcdef", 401},
+		{"Bearer " + testToken[:len(testToken)-1], 401},
+		{"Basic " + testToken, 401},
+		{testToken, 401},
+		{"Bearer " + testToken, 200},
+		{"bearer  " + testToken + " ", 200},
+	} {
+		if got := post(tc.auth); got != tc.want {
+			t.Errorf("POST /v1/seeds with Authorization %q: %d, want %d", tc.auth, got, tc.want)
+		}
+	}
+	// Other writes are refused too, before the router says 405/404.
+	for _, m := range []string{http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		req, _ := http.NewRequest(m, base+"/v1/status", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("%s without token: %d, want 401", m, resp.StatusCode)
+		}
+	}
+	// Reads stay open.
+	var metrics string
+	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/v1/status"} {
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 && !(p == "/readyz" && resp.StatusCode == 503) {
+			t.Errorf("GET %s: %d", p, resp.StatusCode)
+		}
+		if bytes.Contains(b, []byte(testToken)) {
+			t.Errorf("GET %s shows the token", p)
+		}
+		if p == "/metrics" {
+			metrics = string(b)
+		}
+	}
+	if !strings.Contains(metrics, "phasecrawl_api_unauthorized_total 8") {
+		t.Errorf("/metrics lacks phasecrawl_api_unauthorized_total 8")
+	}
+}
+
+// fakeListener is a listener that claims an address without opening a socket.
+type fakeListener struct{ addr net.Addr }
+
+func (l fakeListener) Accept() (net.Conn, error) { return nil, errors.New("fake") }
+func (l fakeListener) Close() error              { return nil }
+func (l fakeListener) Addr() net.Addr            { return l.addr }
+
+func TestAPITokenRequiredOffLoopback(t *testing.T) {
+	srv, _ := site(t)
+	quiet := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	c := testConfig(t, srv)
+	c.HTTP = "0.0.0.0:7070"
+	if _, err := New(c, quiet); err == nil || !strings.Contains(err.Error(), "api_token_file: required") {
+		t.Fatalf("0.0.0.0 without a token: err = %v, want it to name api_token_file", err)
+	}
+
+	c = testConfig(t, srv)
+	opts := quiet
+	opts.Listener = fakeListener{&net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 7070}}
+	if _, err := New(c, opts); err == nil || !strings.Contains(err.Error(), "api_token_file: required") || !strings.Contains(err.Error(), "10.1.2.3:7070") {
+		t.Fatalf("non-loopback listener without a token: err = %v", err)
+	}
+	c = testConfig(t, srv)
+	c.APITokenFile = writeToken(t, testToken)
+	n, err := New(c, opts)
+	if err != nil {
+		t.Fatalf("non-loopback listener with a token: %v", err)
+	}
+	n.closeResources()
+
+	for name, body := range map[string]string{"short": "short\n", "empty": "", "blank line": "\n" + testToken} {
+		c = testConfig(t, srv)
+		c.APITokenFile = writeToken(t, strings.TrimSuffix(body, "\n"))
+		_, err := New(c, quiet)
+		if err == nil || !strings.Contains(err.Error(), "api_token_file=") {
+			t.Errorf("%s token file: err = %v, want it to name api_token_file", name, err)
+		} else if strings.Contains(err.Error(), testToken) {
+			t.Errorf("%s token file: the error shows the file's content", name)
+		}
+	}
+	c = testConfig(t, srv)
+	c.APITokenFile = filepath.Join(t.TempDir(), "missing")
+	if _, err := New(c, quiet); err == nil || !strings.Contains(err.Error(), "api_token_file=") {
+		t.Errorf("missing token file: err = %v", err)
+	}
+}
+
+// TestRedirectLimit follows a chain one hop at a time up to fetch.max_redirects.
+func TestRedirectLimit(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		var k int
+		if _, err := fmt.Sscanf(r.URL.Path, "/r/%d", &k); err == nil {
+			http.Redirect(w, r, fmt.Sprintf("/r/%d", k+1), http.StatusFound)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer srv.Close()
+	c := testConfig(t, srv)
+	c.Seeds = []string{srv.URL + "/r/0"}
+	c.Fetch.MaxRedirects = 3
+	n, stop := start(t, c)
+	waitFor(t, "chain", func() bool { return n.Done() })
+	last, ok, err := n.Frontier().Get(frontier.Fingerprint(srv.URL + "/r/3"))
+	stop()
+	if err != nil || !ok || last.State != frontier.Completed || last.Reason != "redirect_limit" {
+		t.Fatalf("/r/3: %+v %v %v, want COMPLETED redirect_limit", last, ok, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k := 0; k <= 3; k++ {
+		if hits[fmt.Sprintf("/r/%d", k)] != 1 {
+			t.Errorf("/r/%d fetched %d times, want 1", k, hits[fmt.Sprintf("/r/%d", k)])
+		}
+	}
+	if hits["/r/4"] != 0 {
+		t.Errorf("/r/4 fetched: the chain went past max_redirects")
+	}
+}
+
+func TestHostSetAddAll(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hosts")
+	hs, err := openHostSet(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.AddAll([]string{"a", "b", "a", ""}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hs.Add("c"); err != nil {
+		t.Fatal(err)
+	}
+	hs.Close()
+	hs, err = openHostSet(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close()
+	for _, h := range []string{"a", "b", "c"} {
+		if !hs.Has(h) {
+			t.Errorf("%s lost on reopen", h)
+		}
+	}
+	if b, _ := os.ReadFile(p); string(b) != "a\nb\nc\n" {
+		t.Errorf("file = %q", b)
+	}
+}
+
+type seedEvent struct {
+	line int
+	raw  string
+	bad  bool
+}
+
+// refSeeds is a simple, whole-body reading of a seeds body, to compare readSeeds with.
+func refSeeds(body []byte) ([]seedEvent, bool) {
+	var ev []seedEvent
+	if t := bytes.TrimLeft(body, " \t\r\n\f\v"); len(t) > 0 && t[0] == '[' {
+		var elems []json.RawMessage
+		if json.Unmarshal(body, &elems) != nil {
+			return nil, false
+		}
+		for i, e := range elems {
+			var s string
+			if json.Unmarshal(e, &s) != nil {
+				ev = append(ev, seedEvent{i + 1, "", true})
+			} else {
+				ev = append(ev, seedEvent{i + 1, s, false})
+			}
+		}
+		return ev, true
+	}
+	lines := strings.Split(string(body), "\n")
+	for i, l := range lines {
+		if len(l) >= maxSeedLine {
+			ev = append(ev, seedEvent{i + 1, "", true})
+			continue
+		}
+		if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "#") {
+			ev = append(ev, seedEvent{i + 1, s, false})
+		}
+	}
+	return ev, true
+}
+
+func FuzzReadSeeds(f *testing.F) {
+	f.Add([]byte("http://a.example/\n# c\n\n  http://b.example/x  \r\nftp://c/\n"))
+	f.Add([]byte(`["http://a.example/", 5, "x", {"a":1}, null]`))
+	f.Add([]byte("\n\n\n[\"a\"]"))
+	f.Add([]byte("\n\n  http://late.example/"))
+	f.Add([]byte(`["a"`))
+	f.Add([]byte(`["a"] trailing`))
+	f.Add([]byte("[\"\\u00e9\\ud800\", \"\xff\"]"))
+	f.Add([]byte(strings.Repeat("x", maxSeedLine+10) + "\nhttp://after.example/\n"))
+	f.Add([]byte(strings.Repeat("y", maxSeedLine-1) + "\n" + strings.Repeat("z", maxSeedLine)))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var got []seedEvent
+		err := readSeeds(bytes.NewReader(body), func(line int, raw string) error {
+			got = append(got, seedEvent{line, raw, false})
+			return nil
+		}, func(line int, raw, msg string) {
+			if msg == "" || len(raw) > maxSeedLine {
+				t.Fatalf("bad line %d: empty reason or an unbounded echo (%d bytes)", line, len(raw))
+			}
+			got = append(got, seedEvent{line, "", true})
+		})
+		if err != nil && !errors.Is(err, errSeedBody) {
+			t.Fatalf("readSeeds: %v (not a body error)", err)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i].line <= got[i-1].line {
+				t.Fatalf("line numbers not increasing: %v", got)
+			}
+		}
+		want, ok := refSeeds(body)
+		if !ok {
+			if err == nil {
+				t.Fatalf("invalid JSON body accepted: %q", body)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("valid body refused: %v", err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("readSeeds = %v\nwant        %v", got, want)
+		}
+	})
+}
+
+// countRouter counts what it is given.
+type countRouter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n += len(urls)
+	return len(urls), nil
+}
+
+// FuzzSeedsHandler posts arbitrary bodies to POST /v1/seeds of a node with a counting router:
+// never a panic or a 500, always a JSON answer whose counts add up.
+func FuzzSeedsHandler(f *testing.F) {
+	f.Add([]byte("http://a.example/\nhttp://b.example/x\nftp://c/\n"))
+	f.Add([]byte(`["http://a.example/", "mailto:x@y", 3]`))
+	f.Add([]byte(`[`))
+	f.Add([]byte("http://[::1]:99999/\nhttp://a.example:0/\nhttp://\x01x/\n"))
+	f.Add([]byte(strings.Repeat("http://a.example/", 5000)))
+	scope, err := fetch.NewScope(fetch.ScopeConfig{AllowDomains: []string{"example"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := &countRouter{}
+		n := &Node{scope: scope, router: r, wake: make(chan struct{}, 1)}
+		rec := httptest.NewRecorder()
+		n.handleSeeds(rec, httptest.NewRequest(http.MethodPost, "/v1/seeds", bytes.NewReader(body)))
+		if rec.Code != 200 && rec.Code != 400 {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		var res SeedResult
+		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+			t.Fatalf("answer is not a SeedResult: %v: %s", err, rec.Body)
+		}
+		if len(res.Bad) > maxBadSeeds || len(res.Bad) > res.BadTotal || res.Added != r.n || res.Added+res.BadTotal > res.Given+countNonStrings(res) {
+			t.Fatalf("counts do not add up: %+v (routed %d)", res, r.n)
+		}
+		if (rec.Code == 400) != (res.BadTotal > 0 || res.Error != "") {
+			t.Fatalf("status %d with %d bad lines and error %q", rec.Code, res.BadTotal, res.Error)
+		}
+	})
+}
+
+// countNonStrings: JSON elements that are not strings are bad without being given.
+func countNonStrings(res SeedResult) int {
+	k := 0
+	for _, b := range res.Bad {
+		if b.Error == "not a string" || strings.HasPrefix(b.Error, "line longer") || strings.HasPrefix(b.Error, "URL longer") {
+			k++
+		}
+	}
+	return k + max(0, res.BadTotal-len(res.Bad))
+}
