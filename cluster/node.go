@@ -62,10 +62,15 @@ type NodeConfig struct {
 // gossip and the scheduler's wake-up.
 func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) NodeConfig {
 	k := cfg.Cluster
+	var tune func(*memberlist.Config)
+	if k.FastGossip {
+		tune = FastTimings
+	}
 	return NodeConfig{
 		Name: cfg.Name, Gossip: k.Gossip, Join: k.Join, Key: key, Exchange: k.ExchangeAddr(), API: api,
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
+		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, Tune: tune,
 	}
 }
 

@@ -83,6 +83,18 @@ type Cluster struct {
 	Guard time.Duration `yaml:"guard"`
 	// NTP lists NTP servers (host or host:port) for the cluster clock. Empty: the local clock.
 	NTP []string `yaml:"ntp"`
+	// HandoffTimeout bounds a graceful leave's hand-off: moving every record
+	// to its new owner and waiting for the outbox to drain. Default 60s,
+	// valid 1s..1h.
+	HandoffTimeout time.Duration `yaml:"handoff_timeout"`
+	// JoinTimeout bounds how long a starting member waits, before it
+	// fetches, for the others to move its records to it. Default 2m, valid
+	// 1s..1h.
+	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// FastGossip uses gossip timings for clusters on one machine (tests,
+	// demo): failures are detected in about a second. Never on a real
+	// network, where a busy node would be declared dead. Default false.
+	FastGossip bool `yaml:"fast_gossip"`
 }
 
 // Enabled reports whether the node joins a cluster (cluster.gossip is set).
@@ -245,7 +257,7 @@ func Default() Config {
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
 		Log:      Log{Level: "info", Format: "text"},
-		Cluster:  Cluster{Phases: 1, PhaseDuration: 30 * time.Second},
+		Cluster:  Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute},
 	}
 }
 
@@ -365,6 +377,12 @@ func (c Cluster) validate() []string {
 	}
 	if c.Guard < 0 || c.Guard > c.PhaseDuration/2 {
 		bad("cluster.guard=%s: must be in 0..phase_duration/2 (%s)", c.Guard, c.PhaseDuration/2)
+	}
+	if c.HandoffTimeout < time.Second || c.HandoffTimeout > time.Hour {
+		bad("cluster.handoff_timeout=%s: must be in 1s..1h", c.HandoffTimeout)
+	}
+	if c.JoinTimeout < time.Second || c.JoinTimeout > time.Hour {
+		bad("cluster.join_timeout=%s: must be in 1s..1h", c.JoinTimeout)
 	}
 	for i, s := range c.NTP {
 		if strings.TrimSpace(s) == "" {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -253,13 +252,17 @@ func getStatus(ctx context.Context, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-// postSeeds posts seeds (one a line) to a node's API.
-func postSeeds(ctx context.Context, api string, seeds []string) (added int, err error) {
+// postSeeds posts seeds (one a line) to a node's API, with the bearer
+// token when one is given.
+func postSeeds(ctx context.Context, api string, seeds []string, token string) (added int, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+api+"/v1/seeds", strings.NewReader(strings.Join(seeds, "\n")+"\n"))
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "text/plain")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("post seeds to %s: %w", api, err)
@@ -354,8 +357,8 @@ func metricValue(ctx context.Context, api, name string) (float64, error) {
 	return 0, fmt.Errorf("%s/metrics has no series %s", api, name)
 }
 
-// waitFor polls cond every interval until it returns true, an error that
-// is not errRetry, or timeout; the last state is reported on failure.
+// waitFor polls cond every interval until it returns true or timeout
+// passes; the last state it described is reported on failure.
 func waitFor(t testing.TB, what string, timeout, interval time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -372,5 +375,3 @@ func waitFor(t testing.TB, what string, timeout, interval time.Duration, cond fu
 		time.Sleep(interval)
 	}
 }
-
-var errNotYet = errors.New("not yet")

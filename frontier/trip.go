@@ -34,3 +34,57 @@ func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requ
 		return n, nil
 	}})
 }
+
+// Pending is a write submitted without waiting (MarkInProgressAsync).
+type Pending struct{ reply chan opReply }
+
+// Poll reports whether the write has been committed (or has failed) without
+// blocking; err is its outcome once done. Poll returns done only once.
+func (p *Pending) Poll() (done bool, err error) {
+	select {
+	case r := <-p.reply:
+		return true, r.err
+	default:
+		return false, nil
+	}
+}
+
+// Wait blocks until the write is committed or has failed.
+func (p *Pending) Wait() error { return (<-p.reply).err }
+
+// MarkInProgressAsync is MarkInProgress without waiting for the commit.
+// Writes are applied in the order they are submitted, so a Settle or
+// Requeue submitted after this call is applied after it. Until the write
+// is done, a Scan may still return these URLs as IN_LIST: the caller must
+// skip them itself. Every submitted write is answered, also at Close.
+func (f *Frontier) MarkInProgressAsync(ctx context.Context, fps []uint64) *Pending {
+	p := &Pending{reply: make(chan opReply, 1)}
+	if len(fps) == 0 {
+		p.reply <- opReply{}
+		return p
+	}
+	o := &op{kind: opMark, fps: fps, ctx: ctx, reply: p.reply}
+	if err := f.send(ctx, o); err != nil {
+		p.reply <- opReply{err: err}
+	}
+	return p
+}
+
+// send hands o (ctx and reply set) to the writer without waiting for it.
+func (f *Frontier) send(ctx context.Context, o *op) error {
+	name := opNames[o.kind]
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("frontier: %s: %w", name, err)
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.closed {
+		return ErrClosed
+	}
+	select {
+	case f.ops <- o:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("frontier: %s: %w", name, ctx.Err())
+	}
+}

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -49,5 +50,41 @@ func TestSettle(t *testing.T) {
 	}
 	if n, err := f.Settle(ctx, nil, nil, nil); n != 0 || err != nil {
 		t.Fatalf("empty Settle = %d, %v", n, err)
+	}
+}
+
+// TestMarkInProgressAsync: the mark is applied before a Settle submitted
+// after it, Poll reports completion once, and a closed frontier answers
+// with ErrClosed instead of blocking.
+func TestMarkInProgressAsync(t *testing.T) {
+	f := open(t, nil)
+	us := gen("m", 1, 2)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	a := Fingerprint(us[0].URL)
+	p := f.MarkInProgressAsync(ctx, []uint64{a})
+	// Submitted after the mark: must see the URL IN_PROGRESS and complete it.
+	if _, err := f.Settle(ctx, nil, []Result{{FP: a, State: Completed, Status: 200}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := p.Poll(); done {
+		t.Fatal("Poll reported done twice")
+	}
+	if r := mustGet(t, f, us[0].URL); r.State != Completed {
+		t.Fatalf("state %s, want COMPLETED (mark applied before the settle)", r.State)
+	}
+	empty := f.MarkInProgressAsync(ctx, nil)
+	if done, err := empty.Poll(); !done || err != nil {
+		t.Fatalf("empty mark: done=%v err=%v", done, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MarkInProgressAsync(ctx, []uint64{Fingerprint(us[1].URL)}).Wait(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("mark after close: %v, want ErrClosed", err)
 	}
 }

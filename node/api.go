@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,7 +101,7 @@ type BadSeed struct {
 
 // SeedResult answers POST /v1/seeds.
 type SeedResult struct {
-	Given    int       `json:"given"`
+	Given    int       `json:"given"` // lines (or array elements) given, bad ones included
 	Added    int       `json:"added"`
 	Bad      []BadSeed `json:"bad,omitempty"` // the first 100 bad lines
 	BadTotal int       `json:"bad_total"`     // all bad lines
@@ -120,13 +121,19 @@ func (n *Node) AddSeeds(ctx context.Context, raw []string) (SeedResult, error) {
 	return a.res, err
 }
 
-// seedAdder scopes and routes seeds in batches of seedBatch.
+// seedAdder scopes and routes seeds in batches of seedBatch, reporting bad ones in line order.
 type seedAdder struct {
-	n     *Node
-	ctx   context.Context
-	res   SeedResult
-	lines []int
-	raw   []string
+	n       *Node
+	ctx     context.Context
+	res     SeedResult
+	pending []pendingSeed
+}
+
+// pendingSeed is a seed waiting for its batch; refused is set for one refused while reading.
+type pendingSeed struct {
+	line    int
+	raw     string
+	refused string
 }
 
 func (n *Node) newSeedAdder(ctx context.Context) *seedAdder {
@@ -135,13 +142,19 @@ func (n *Node) newSeedAdder(ctx context.Context) *seedAdder {
 
 // add takes seed number line (1-based).
 func (a *seedAdder) add(line int, raw string) error {
-	a.res.Given++
-	a.lines = append(a.lines, line)
-	a.raw = append(a.raw, raw)
-	if len(a.raw) >= seedBatch {
+	a.pending = append(a.pending, pendingSeed{line: line, raw: raw})
+	if len(a.pending) >= seedBatch {
 		return a.flush()
 	}
 	return nil
+}
+
+// reject takes a line refused while reading (too long, not a string).
+func (a *seedAdder) reject(line int, raw, msg string) {
+	if len(raw) > maxBadSeedMs {
+		raw = raw[:maxBadSeedMs]
+	}
+	a.pending = append(a.pending, pendingSeed{line: line, raw: raw, refused: msg})
 }
 
 // bad records a refused seed; only the first maxBadSeeds are listed.
@@ -157,45 +170,51 @@ func (a *seedAdder) bad(line int, raw, msg string) {
 
 // flush routes the pending batch.
 func (a *seedAdder) flush() error {
-	if len(a.raw) == 0 {
+	if len(a.pending) == 0 {
 		return nil
 	}
 	n := a.n
 	type parsed struct {
-		line      int
-		raw, norm string
-		u         *url.URL
+		norm string
+		u    *url.URL
 	}
-	ps := make([]parsed, 0, len(a.raw))
+	ps := make([]parsed, len(a.pending))
 	var hosts []string
-	for i, r := range a.raw {
-		norm, err := fetch.Normalize(strings.TrimSpace(r))
-		if err != nil {
-			a.bad(a.lines[i], r, err.Error())
+	for i := range a.pending {
+		p := &a.pending[i]
+		if p.refused != "" {
 			continue
 		}
-		u, err := url.Parse(norm)
-		if err != nil {
-			a.bad(a.lines[i], r, err.Error())
-			continue
+		norm, err := fetch.Normalize(strings.TrimSpace(p.raw))
+		if err == nil {
+			var u *url.URL
+			if u, err = url.Parse(norm); err == nil {
+				ps[i] = parsed{norm, u}
+				hosts = append(hosts, u.Host)
+				continue
+			}
 		}
-		ps = append(ps, parsed{a.lines[i], r, norm, u})
-		hosts = append(hosts, u.Host)
+		p.refused = err.Error()
 	}
-	a.lines, a.raw = a.lines[:0], a.raw[:0]
 	if n.seedHosts != nil {
 		if err := n.seedHosts.AddAll(hosts); err != nil {
 			return fmt.Errorf("node: remember seed hosts: %w", err)
 		}
 	}
-	urls := make([]frontier.NewURL, 0, len(ps))
-	for _, p := range ps {
-		if ok, reason := n.inScope(p.u, 0); !ok {
+	urls := make([]frontier.NewURL, 0, len(hosts))
+	for i, p := range a.pending {
+		a.res.Given++
+		if p.refused != "" {
+			a.bad(p.line, p.raw, p.refused)
+			continue
+		}
+		if ok, reason := n.inScope(ps[i].u, 0); !ok {
 			a.bad(p.line, p.raw, "out of scope: "+reason)
 			continue
 		}
-		urls = append(urls, frontier.NewURL{URL: p.norm, Host: p.u.Host, Depth: 0})
+		urls = append(urls, frontier.NewURL{URL: ps[i].norm, Host: ps[i].u.Host, Depth: 0})
 	}
+	a.pending = a.pending[:0]
 	if len(urls) == 0 {
 		return nil
 	}
@@ -249,7 +268,7 @@ func (n *Node) handleSeeds(w http.ResponseWriter, r *http.Request) {
 	err := readSeeds(body, func(line int, raw string) error {
 		addErr = a.add(line, raw)
 		return addErr
-	}, a.bad)
+	}, a.reject)
 	if addErr == nil {
 		// The URLs read before a body error are taken too, as the answer says.
 		if ferr := a.flush(); ferr != nil {
@@ -376,7 +395,7 @@ func readSeedsJSON(br *bufio.Reader, add func(int, string) error, bad func(int, 
 			return bodyErr(fmt.Errorf("element %d: %w", i, err))
 		}
 		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		if err := json.Unmarshal(raw, &s); err != nil || string(bytes.TrimSpace(raw)) == "null" {
 			bad(i, string(raw[:min(len(raw), maxBadSeedMs)]), "not a string")
 			continue
 		}

@@ -229,6 +229,8 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		HeaderTimeout:  cfg.Fetch.HeaderTimeout,
 		BodyTimeout:    cfg.Fetch.BodyTimeout,
 		MaxBodySize:    cfg.Fetch.MaxBodySize,
+		MinRate:        cfg.Fetch.MinRate,
+		RateWindow:     cfg.Fetch.RateWindow,
 		AllowPrivate:   cfg.AllowPrivate,
 		Resolve:        rules,
 		MaxIdleConns:   cfg.Workers * 2,

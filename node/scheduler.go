@@ -26,12 +26,24 @@ type scheduler struct {
 	phase   int
 	nphase  int            // the phase count the frontier's queue is keyed by
 	pending []bucket.Batch // dispatched, waiting for a free worker
+
+	// URLs placed in the bucket whose move to IN_PROGRESS is not committed
+	// yet: a scan may still return them as IN_LIST and must skip them.
+	marking map[uint64]struct{}
+	marks   []pendingMark // in submission order
+}
+
+// pendingMark is an asynchronous MarkInProgress of the URLs fps.
+type pendingMark struct {
+	p   *frontier.Pending
+	fps []uint64
 }
 
 // schedule runs the scheduler until ctx is done, then hands back to the
-// frontier every URL it holds that no worker has started.
+// frontier every URL it holds that no worker has started. It never waits
+// for the disk: frontier writes it makes are asynchronous (see marking).
 func (n *Node) schedule(ctx context.Context) {
-	s := &scheduler{n: n}
+	s := &scheduler{n: n, marking: make(map[uint64]struct{})}
 	s.phase, _, _ = n.phases.Active(time.Now())
 	s.nphase = n.front.Phases()
 	timer := time.NewTimer(0)
@@ -42,6 +54,7 @@ func (n *Node) schedule(ctx context.Context) {
 		if phase != s.phase || nphase != s.nphase {
 			s.swap(phase, nphase)
 		}
+		s.reapMarks()
 		if freed := n.bkt.Release(now); freed > 0 {
 			s.idle, s.dirty = false, true
 		}
@@ -50,6 +63,26 @@ func (n *Node) schedule(ctx context.Context) {
 		}
 		if open && len(s.pending) < n.cfg.Workers {
 			s.pending = append(s.pending, n.bkt.Dispatch(now)...)
+		}
+		// Hand out every job a worker takes now and collect every finished
+		// element, without blocking: one loop turn serves many events.
+	handout:
+		for open && len(s.pending) > 0 {
+			select {
+			case n.jobs <- s.pending[0]:
+				s.pending = s.pending[1:]
+			default:
+				break handout
+			}
+		}
+	collect:
+		for {
+			select {
+			case f := <-n.done:
+				s.finish(f)
+			default:
+				break collect
+			}
 		}
 		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: len(s.pending)})
 
@@ -66,13 +99,14 @@ func (n *Node) schedule(ctx context.Context) {
 				wait = max(d, time.Millisecond)
 			}
 		}
-		if wait == 0 && jobs == nil {
+		if len(s.marks) > 0 {
+			wait = min(wait, time.Millisecond) // poll the marks in flight soon
+		}
+		if wait == 0 {
 			select {
 			case <-ctx.Done():
 				s.stop()
 				return
-			case f := <-n.done:
-				s.finish(f)
 			default:
 			}
 			continue
@@ -99,6 +133,26 @@ func (n *Node) schedule(ctx context.Context) {
 	}
 }
 
+// reapMarks forgets the URLs whose move to IN_PROGRESS is committed: from
+// now on a scan no longer returns them.
+func (s *scheduler) reapMarks() {
+	k := 0
+	for ; k < len(s.marks); k++ {
+		m := s.marks[k]
+		done, err := m.p.Poll()
+		if !done {
+			break // writes commit in order: the later ones are not done either
+		}
+		if err != nil {
+			s.n.log.Error("scheduler: mark in progress", "error", err, "urls", len(m.fps))
+		}
+		for _, fp := range m.fps {
+			delete(s.marking, fp)
+		}
+	}
+	s.marks = s.marks[k:]
+}
+
 // fill reads the next chunk of the window and places what fits in the bucket.
 func (s *scheduler) fill(now time.Time, phase int) {
 	n := s.n
@@ -111,6 +165,9 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	accept := func(host string) bool { return n.bkt.Accepts(host, frontier.HostHash(host)) }
 	next, err := n.front.ScanFiltered(phase, s.cursor, limit, accept, func(r frontier.Record) bool {
 		visited++
+		if _, ok := s.marking[r.FP]; ok {
+			return true // placed already; its mark is not committed yet
+		}
 		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
 		case bucket.Joined, bucket.Placed:
@@ -124,18 +181,11 @@ func (s *scheduler) fill(now time.Time, phase int) {
 		return
 	}
 	if len(placed) > 0 {
-		// persistCtx, not ctx: a shutdown must not cut this write in half-known state.
-		if err := n.front.MarkInProgress(n.persistCtx, placed); err != nil {
-			// Take the URLs out of the bucket again and hand them back (Requeue
-			// leaves URLs that never left IN_LIST alone).
-			n.log.Error("scheduler: mark in progress", "error", err)
-			var fps []uint64
-			for _, it := range n.bkt.Drain() {
-				fps = append(fps, it.FP)
-			}
-			_ = n.front.Requeue(n.persistCtx, fps)
-			s.idle = true
-			return
+		// persistCtx, not ctx: a shutdown must not drop this write; the
+		// writer applies it before any Settle or Requeue of these URLs.
+		s.marks = append(s.marks, pendingMark{p: n.front.MarkInProgressAsync(n.persistCtx, placed), fps: placed})
+		for _, fp := range placed {
+			s.marking[fp] = struct{}{}
 		}
 	}
 	s.scanned += visited

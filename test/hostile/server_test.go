@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand"
@@ -261,5 +260,3 @@ func garbage(n int) string {
 	}
 	return string(b)
 }
-
-var errNoTraffic = errors.New("unused")

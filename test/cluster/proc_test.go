@@ -1,0 +1,444 @@
+package cluster_test
+
+// Multi-process cluster tests: the real phasecrawl binary, built once into a
+// temporary directory, runs as separate processes on 127.0.0.x loopback
+// addresses; the synthetic web runs in the test process so that its report
+// (what every host served, and when) is the oracle.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/test/webnode"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	binDir    string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// phasecrawlBin builds the phasecrawl command (without -race: the nodes are
+// separate processes; the test process keeps its own instrumentation).
+func phasecrawlBin(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		root, err := filepath.Abs(filepath.Join("..", ".."))
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if binDir, err = os.MkdirTemp("", "phasecrawl-bin-"); err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(binDir, "phasecrawl")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// freePort returns a TCP port free on ip right now.
+func freePort(t testing.TB, ip string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatalf("listen on %s (loopback alias): %v", ip, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// procCluster is a set of node processes crawling one synthetic web.
+type procCluster struct {
+	t       testing.TB
+	bin     string
+	dir     string
+	keyFile string
+	srv     *webnode.Server
+	phase   time.Duration
+	guard   time.Duration
+	delay   time.Duration
+	extra   []string // more flags for every node
+	mu      sync.Mutex
+	procs   []*proc
+}
+
+// proc is one node; it keeps its name, addresses and data across restarts.
+type proc struct {
+	c                      *procCluster
+	name, ip               string
+	api, gossip, exchange  string
+	data, logPath, keyFile string
+	cmd                    *exec.Cmd
+	done                   chan struct{}
+	exitErr                error
+	starts                 int
+}
+
+func newProcCluster(t testing.TB, srv *webnode.Server) *procCluster {
+	dir := t.TempDir()
+	c := &procCluster{t: t, bin: phasecrawlBin(t), dir: dir, srv: srv, phase: 2 * time.Second,
+		guard: 300 * time.Millisecond, delay: 5 * time.Millisecond}
+	c.keyFile = filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(c.keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.killAll)
+	return c
+}
+
+// add creates node i on 127.0.0.(i+1) (not started).
+func (c *procCluster) add(i int) *proc {
+	ip := fmt.Sprintf("127.0.0.%d", i+1)
+	p := &proc{c: c, name: fmt.Sprintf("node%d", i), ip: ip, keyFile: c.keyFile}
+	p.api = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
+	p.gossip = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
+	p.exchange = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
+	p.data = filepath.Join(c.dir, p.name)
+	p.logPath = filepath.Join(c.dir, p.name+".log")
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p
+}
+
+func (c *procCluster) args(p *proc, join []string) []string {
+	args := []string{"run", "--name", p.name, "--data", p.data, "--http", p.api,
+		"--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile,
+		"--allow-private", "--allow-domain", c.srv.Web.Config().Domain,
+		"--resolve", c.srv.Web.ResolvePattern() + "=" + c.srv.Addr,
+		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
+		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", "64"}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	return append(args, c.extra...)
+}
+
+// start starts (or restarts) p, joining the gossip addresses join.
+func (p *proc) start(join ...string) {
+	c := p.c
+	c.t.Helper()
+	cmd := exec.Command(c.bin, c.args(p, join)...)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PHASECRAWL_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env,
+		"PHASECRAWL_CLUSTER_GUARD="+c.guard.String(),
+		"PHASECRAWL_CLUSTER_FAST_GOSSIP=true",
+		"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms",
+		"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
+		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
+	)
+	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	fmt.Fprintf(lf, "---- start %d: %s\n", p.starts+1, strings.Join(cmd.Args, " "))
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		c.t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.cmd, p.done, p.starts = cmd, make(chan struct{}), p.starts+1
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		err := cmd.Wait()
+		lf.Close()
+		p.exitErr = err
+		close(done)
+	}(cmd, p.done)
+}
+
+// running reports whether the process has not exited.
+func (p *proc) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig and waits (at most within) for the process to exit.
+func (p *proc) stop(sig syscall.Signal, within time.Duration) error {
+	if !p.running() {
+		return p.exitErr
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+		return p.exitErr
+	case <-time.After(within):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within %s after %v", p.name, within, sig)
+	}
+}
+
+func (c *procCluster) killAll() {
+	c.mu.Lock()
+	procs := c.procs
+	c.mu.Unlock()
+	for _, p := range procs {
+		_ = p.stop(syscall.SIGKILL, 10*time.Second)
+	}
+	if c.t.Failed() {
+		for _, p := range procs {
+			c.t.Logf("---- log of %s (last lines) ----\n%s", p.name, p.tail(40))
+		}
+	}
+}
+
+// tail returns the last n lines of the node's log.
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// logRecords returns the JSON log records of the node whose msg is msg.
+func (p *proc) logRecords(msg string) []map[string]any {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(`"msg":"`+msg+`"`)) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// status reads the node's /v1/status.
+func (p *proc) status() (node.Status, error) {
+	var st node.Status
+	resp, err := httpClient.Get("http://" + p.api + "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// metrics reads the node's /metrics as text.
+func (p *proc) metrics() (string, error) {
+	resp, err := httpClient.Get("http://" + p.api + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// waitUntil polls cond every 200ms until it holds or timeout passes.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout (%s): %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// formed reports whether every running node sees exactly the running nodes
+// alive and works on a phase.
+func (c *procCluster) formed(ps []*proc) bool {
+	for _, p := range ps {
+		st, err := p.status()
+		if err != nil || st.Phase.Current < 0 {
+			return false
+		}
+		alive := 0
+		for _, m := range st.Members {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		if alive != len(ps) {
+			return false
+		}
+	}
+	return true
+}
+
+// postSeeds posts the web's seeds to p (they reach their owners).
+func (p *proc) postSeeds(seeds []string) error {
+	b, _ := json.Marshal(seeds)
+	resp, err := httpClient.Post("http://"+p.api+"/v1/seeds", "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /v1/seeds: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// crawlDone reports whether every running node is done with an empty outbox.
+func crawlDone(ps []*proc) bool {
+	for _, p := range ps {
+		st, err := p.status()
+		if err != nil || !st.Done {
+			return false
+		}
+		for _, n := range st.Outbox {
+			if n > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// waitDone waits until the crawl is done on every running node, twice in a row.
+func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
+	t.Helper()
+	seen := 0
+	waitUntil(t, timeout, "crawl done on every node", func() bool {
+		if crawlDone(ps) {
+			seen++
+		} else {
+			seen = 0
+		}
+		return seen >= 3
+	})
+}
+
+// clusterWeb is the synthetic web of the cluster tests: the default web
+// (over 20,000 reachable pages on ~590 hosts) without the spider-trap host.
+// max_pages_per_host is a per-node cap (each node admits up to it for its
+// own share of a host), so a trap would be crawled up to N times the cap;
+// the regular hosts all stay far below it.
+func clusterWeb(t testing.TB) (*synthweb.Web, *webnode.Server, synthweb.Expectation) {
+	t.Helper()
+	wc := synthweb.DefaultConfig()
+	wc.TrapHosts = 0
+	web, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := webnode.Start(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	exp := web.Expected(srv.Scope(srv.NodeConfig("x", t.TempDir(), 0).UserAgent))
+	if exp.Fetches < 20000 {
+		t.Fatalf("the cluster web has %d reachable pages, want >= 20000", exp.Fetches)
+	}
+	return web, srv, exp
+}
+
+// checkCrawl applies the synthweb oracle to the whole cluster: every
+// reachable page fetched exactly once (at most maxDup duplicates), nothing
+// else, polite gaps and never two requests at once on a host across the
+// cluster (Check reports requests in flight at once on a host). robots.txt is cached per node: each host's may be fetched once
+// by each node that crawled it (at most robotsPerHost).
+func checkCrawl(t testing.TB, web *synthweb.Web, exp synthweb.Expectation, delay time.Duration, robotsPerHost, maxDup int) synthweb.Report {
+	t.Helper()
+	rep := web.Report()
+	var vs []string
+	dups := 0
+	for _, v := range rep.Check(exp, delay) {
+		switch {
+		case strings.Contains(v, "robots.txt fetched"), strings.HasSuffix(v, ": robots.txt fetches"):
+			continue // checked below
+		case strings.HasPrefix(v, "duplicate: "), strings.HasSuffix(v, ": duplicate fetches"):
+			continue // counted below
+		}
+		vs = append(vs, v)
+	}
+	for u, n := range rep.URLs {
+		if n > 1 && exp.Pages[u] {
+			dups += n - 1
+		}
+	}
+	if dups > maxDup {
+		vs = append(vs, fmt.Sprintf("%d duplicate fetches, want at most %d", dups, maxDup))
+	}
+	for h := range exp.Contacted {
+		if r := rep.Hosts[h].RobotsFetches; r < 1 || r > robotsPerHost {
+			vs = append(vs, fmt.Sprintf("host %s: robots.txt fetched %d times, want 1..%d", h, r, robotsPerHost))
+		}
+	}
+	if len(vs) > 0 {
+		if len(vs) > 40 {
+			vs = append(vs[:40], fmt.Sprintf("... %d more", len(vs)-40))
+		}
+		t.Errorf("%d violations:\n%s", len(vs), strings.Join(vs, "\n"))
+	}
+	t.Logf("oracle: %d fetches of %d expected pages, %d duplicates", len(rep.URLs), exp.Fetches, dups)
+	return rep
+}
+
+// pagesFetched sums pages_fetched over ps (statuses that fail count 0).
+func pagesFetched(ps []*proc) int64 {
+	var total int64
+	for _, p := range ps {
+		if st, err := p.status(); err == nil {
+			total += st.PagesFetched
+		}
+	}
+	return total
+}
