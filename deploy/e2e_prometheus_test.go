@@ -169,7 +169,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	defer cancel()
 
 	wc := synthweb.DefaultConfig()
-	wc.Hosts, wc.Pages, wc.TrapHosts = 60, 2000, 0
+	wc.Hosts, wc.Pages, wc.TrapHosts = 40, 1200, 0
 	web, err := synthweb.New(wc)
 	if err != nil {
 		t.Fatal(err)
@@ -406,7 +406,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	// of either edge; a code's series born inside the window loses its first
 	// sample: allow 10 pages for those.
 	t.Run("throughput matches /v1/status", func(t *testing.T) {
-		w := min(10*time.Second, (crawl/2).Truncate(time.Second))
+		w := min(10*time.Second, (crawl / 2).Truncate(time.Second))
 		if w < 2*time.Second {
 			t.Fatalf("crawl took %s: too short to measure a rate over whole seconds", crawl)
 		}
@@ -529,12 +529,24 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 		}
 	})
 
+	// Stop the nodes together (each leaves the cluster on SIGTERM).
+	errs := make(chan error, len(ns))
 	for _, n := range ns {
-		if err := n.p.stop(40 * time.Second); err != nil {
-			t.Errorf("%s: exit after SIGTERM: %v", n.name, err)
-		}
-		if !strings.Contains(n.p.out.String(), `"msg":"node stopped"`) {
-			t.Errorf("%s: no \"node stopped\" record in its log", n.name)
+		go func() {
+			if err := n.p.stop(40 * time.Second); err != nil {
+				errs <- fmt.Errorf("%s: exit after SIGTERM: %w", n.name, err)
+				return
+			}
+			if !strings.Contains(n.p.out.String(), `"msg":"node stopped"`) {
+				errs <- fmt.Errorf("%s: no \"node stopped\" record in its log", n.name)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range ns {
+		if err := <-errs; err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -351,7 +351,7 @@ func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(
 	if limit <= 0 {
 		limit = int(^uint(0) >> 1)
 	}
-	recs := make([]Record, 0, min(limit, scanChunk))
+	recs := make([]Record, 0, min(limit, 64)) // grows on demand: most scheduler scans keep few records
 	keys := make([][]byte, 0, cap(recs))
 	visited := 0
 	for {

@@ -145,7 +145,8 @@ func (w *WARCWriter) Write(x Exchange) error {
 		if closed {
 			return ErrClosed
 		}
-		var buf bytes.Buffer
+		buf := recordBufs.Get().(*bytes.Buffer)
+		buf.Reset()
 		buf.Grow(len(x.Request)/2 + len(x.Response)/2 + 1024)
 		fields := []field{
 			{"WARC-Type", "request"},
@@ -161,7 +162,8 @@ func (w *WARCWriter) Write(x Exchange) error {
 			field{"WARC-Warcinfo-ID", infoID},
 			field{"Content-Type", "application/http;msgtype=request"},
 		)
-		if err := w.appendRecord(&buf, fields, x.Request); err != nil {
+		if err := w.appendRecord(buf, fields, x.Request); err != nil {
+			putRecordBuf(buf)
 			return err
 		}
 		fields = []field{
@@ -183,22 +185,37 @@ func (w *WARCWriter) Write(x Exchange) error {
 		if x.Truncated {
 			fields = append(fields, field{"WARC-Truncated", "length"})
 		}
-		if err := w.appendRecord(&buf, fields, x.Response); err != nil {
+		if err := w.appendRecord(buf, fields, x.Response); err != nil {
+			putRecordBuf(buf)
 			return err
 		}
 
 		w.mu.Lock()
 		if w.closed {
 			w.mu.Unlock()
+			putRecordBuf(buf)
 			return ErrClosed
 		}
 		if w.infoID != infoID { // rotated meanwhile: rebuild for the new file
 			w.mu.Unlock()
+			putRecordBuf(buf)
 			continue
 		}
 		err := w.writeLocked(buf.Bytes())
 		w.mu.Unlock()
+		putRecordBuf(buf)
 		return err
+	}
+}
+
+// recordBufs holds the buffers Write compresses a pair of records into.
+var recordBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putRecordBuf returns buf to recordBufs unless it grew past 4 MiB (a rare
+// huge page should not pin its memory).
+func putRecordBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 4<<20 {
+		recordBufs.Put(buf)
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,6 +54,13 @@ func TestProcThreeNodesCrawl(t *testing.T) {
 		total += st.PagesFetched
 	}
 	t.Logf("%d pages in %s by 3 processes (%.0f pages/s)", total, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
+	if m, err := ps[0].metrics(); err == nil {
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "phasecrawl_fetch_duration_seconds_bucket") || strings.HasPrefix(l, "phasecrawl_fetch_errors") {
+				t.Log(l)
+			}
+		}
+	}
 	checkCrawl(t, web, exp, c.delay, 3, 0)
 	if total != int64(exp.Fetches) {
 		t.Errorf("cluster fetched %d pages, want %d", total, exp.Fetches)
