@@ -185,9 +185,10 @@ func cmdSynthweb(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, " --seed %s", s)
 	}
 	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "what it served (JSON): http://%s%s\n", *listen, synthweb.ReportPath)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Addr: *listen, Handler: web, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: *listen, Handler: web.WithReport(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

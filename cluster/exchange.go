@@ -28,6 +28,13 @@ type DoneInserter interface {
 	AddDone(ctx context.Context, urls []frontier.NewURL) (int, error)
 }
 
+// KindInserter is implemented by an Inserter that files every kind of
+// entry itself (the cluster's: it forwards discovered URLs another member
+// owns, and keeps moved records). It takes precedence over Add and AddDone.
+type KindInserter interface {
+	AddKind(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error)
+}
+
 // ExchangeConfig configures NewExchange. Zero values take the defaults.
 type ExchangeConfig struct {
 	Name   string // local member name (as in MembersConfig). Required.
@@ -211,13 +218,7 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 	}
 	var errs []error
 	for peer, us := range remote {
-		var err error
-		if kind == KindDone {
-			err = x.cfg.Outbox.PutDone(ctx, peer, us)
-		} else {
-			err = x.cfg.Outbox.Put(ctx, peer, us)
-		}
-		errs = append(errs, err)
+		errs = append(errs, x.cfg.Outbox.put(ctx, peer, kind, us))
 	}
 	added, err := x.storeLocal(ctx, kind, local)
 	return added, errors.Join(append(errs, err)...)
@@ -226,6 +227,9 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
+	}
+	if ki, ok := x.cfg.Local.(KindInserter); ok {
+		return ki.AddKind(ctx, kind, urls)
 	}
 	if kind == KindDone {
 		di, ok := x.cfg.Local.(DoneInserter)
@@ -237,22 +241,21 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 	return x.cfg.Local.Add(ctx, urls)
 }
 
-// storeEntries stores a batch's entries locally, both kinds.
+// storeEntries stores a batch's entries locally, every kind.
 func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
-	var news, dones []frontier.NewURL
+	var byKind [KindMoved + 1][]frontier.NewURL
 	for _, e := range es {
-		if e.Kind == KindDone {
-			dones = append(dones, e.NewURL)
-		} else {
-			news = append(news, e.NewURL)
+		byKind[e.Kind] = append(byKind[e.Kind], e.NewURL)
+	}
+	total := 0
+	for k, us := range byKind {
+		n, err := x.storeLocal(ctx, Kind(k), us)
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
-	a, err := x.storeLocal(ctx, KindNew, news)
-	if err != nil {
-		return a, err
-	}
-	b, err := x.storeLocal(ctx, KindDone, dones)
-	return a + b, err
+	return total, nil
 }
 
 // Kick tells the senders that the membership changed: each re-checks the
@@ -386,7 +389,11 @@ func (x *Exchange) serve(c net.Conn) {
 				return // shutting down: no ack, the sender resends
 			}
 			a.Status, a.Msg = 1, truncate(err.Error(), 4096)
-			x.log.Warn("exchange: cannot store batch", "peer", xc.peer, "batch", b.ID, "err", err)
+			lvl := slog.LevelWarn
+			if errors.Is(err, errLeaving) {
+				lvl = slog.LevelDebug // expected while handing off: the sender re-files after the leave
+			}
+			x.log.Log(x.ctx, lvl, "exchange: cannot store batch", "peer", xc.peer, "batch", b.ID, "err", err)
 		} else {
 			a.Added = uint64(added)
 			x.st.urlsAdded.Add(uint64(added))

@@ -17,6 +17,12 @@ const (
 	// KindDone is a COMPLETED record moved by a rebalance: the owner keeps
 	// it as completed so that it is never crawled again.
 	KindDone Kind = 1
+	// KindMoved is an IN_LIST (or STALLED) record moved by a rebalance or a
+	// leave's hand-off: the receiver adds it as IN_LIST (dedup) without
+	// forwarding it, since the sender chose it as the owner. Receivers
+	// before this kind refuse such batches; the sender keeps them and
+	// retries until the receiver is upgraded.
+	KindMoved Kind = 2
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -58,8 +64,8 @@ var errTrunc = errors.New("truncated")
 
 func checkEntry(e Entry) error {
 	switch {
-	case e.Kind > KindDone:
-		return fmt.Errorf("kind %d: must be 0 (new) or 1 (done)", e.Kind)
+	case e.Kind > KindMoved:
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done) or 2 (moved)", e.Kind)
 	case e.URL == "" || len(e.URL) > MaxEntryURL:
 		return fmt.Errorf("url of %d bytes: must be 1..%d", len(e.URL), MaxEntryURL)
 	case len(e.Host) > MaxEntryHost:

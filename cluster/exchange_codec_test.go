@@ -12,6 +12,7 @@ func TestBatchCodec(t *testing.T) {
 	b := Batch{ID: 1 << 40, Entries: []Entry{
 		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a.test/", Host: "a.test", Depth: 0}},
 		{Kind: KindDone, NewURL: frontier.NewURL{URL: "https://b.test:8443/x?y", Host: "b.test:8443", Depth: 12345}},
+		{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://c.test/moved", Host: "c.test", Depth: 3}},
 	}}
 	p := EncodeBatch(b)
 	got, err := DecodeBatch(p)
@@ -33,6 +34,7 @@ func TestBatchCodec(t *testing.T) {
 		{"huge count", []byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0}, "does not fit"},
 		{"bad varint", []byte{msgBatch, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "bad varint"},
 		{"kind", []byte{msgBatch, 1, 1, 9, 0, 0, 1, 'x'}, "kind 9"},
+		{"kind after moved", []byte{msgBatch, 1, 1, 3, 0, 0, 1, 'x'}, "kind 3"},
 		{"empty url", []byte{msgBatch, 1, 1, 0, 0, 0, 0, 0}, "url of 0 bytes"},
 		{"long host", append([]byte{msgBatch, 1, 1, 0, 0, 0x81, 0x10}, make([]byte, 2100)...), "exceeds"},
 	} {
@@ -55,6 +57,8 @@ func TestBatchCodec(t *testing.T) {
 func FuzzDecodeBatch(f *testing.F) {
 	f.Add(EncodeBatch(Batch{ID: 1, Entries: []Entry{{NewURL: frontier.NewURL{URL: "http://a/", Host: "a", Depth: 2}}}}))
 	f.Add(EncodeBatch(Batch{ID: 99}))
+	f.Add(EncodeBatch(Batch{ID: 7, Entries: []Entry{{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://m/", Host: "m", Depth: 1}},
+		{Kind: KindDone, NewURL: frontier.NewURL{URL: "http://d/x", Host: "d"}}}}))
 	f.Add([]byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(encodeAck(ack{ID: 1}))
 	f.Fuzz(func(t *testing.T, p []byte) {

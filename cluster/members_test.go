@@ -111,8 +111,8 @@ func TestMembersWrongKeyRefused(t *testing.T) {
 		b.Shutdown()
 		t.Fatal("join with another key succeeded")
 	}
-	if !strings.Contains(err.Error(), "join") || !strings.Contains(err.Error(), "cluster key may differ") {
-		t.Errorf("error %q should say the join failed and the key may differ", err)
+	if !strings.Contains(err.Error(), "join") || !strings.Contains(err.Error(), "use another cluster key") {
+		t.Errorf("error %q should say the join was refused because the key differs", err)
 	}
 	if got := a.AliveNames(); !slices.Equal(got, []string{"node-a"}) {
 		t.Errorf("a sees %v", got)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -105,6 +104,8 @@ type Cluster struct {
 	addrs atomic.Pointer[map[string]string] // member name -> exchange address
 	alive atomic.Int64                      // members seen alive, this one included
 
+	peersLeaving atomic.Pointer[map[string]bool] // other members handing off before they leave
+
 	metaMu sync.Mutex // guards meta and serializes its updates
 	meta   NodeMeta
 
@@ -128,35 +129,44 @@ type Cluster struct {
 // off: the sender keeps them and re-files them once the node is gone.
 var errLeaving = errors.New("cluster: this node is leaving the cluster")
 
-// localStore is the exchange's Inserter: it stores the URLs this node owns
-// and forwards (through the outbox) those another member owns, which
-// happens when a sender's view of the membership is behind.
+// localStore is the exchange's Inserter (a KindInserter): it stores the
+// discovered URLs this node owns and forwards (through the outbox) those
+// another member owns, which happens when a sender's view of the membership
+// is behind; records moved by a rebalance (KindMoved, KindDone) are kept
+// here, where their sender chose to put them, and a rebalance moves them on
+// if this node's ring says another member owns them.
 type localStore struct{ c *Cluster }
 
 func (l localStore) Add(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return l.c.store(ctx, KindNew, urls)
 }
 
-func (l localStore) AddDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
-	return l.c.store(ctx, KindDone, urls)
+func (l localStore) AddKind(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	return l.c.store(ctx, kind, urls)
 }
 
 func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	if len(urls) == 0 {
+		return 0, nil
+	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
 		return 0, errLeaving
 	}
 	var local []frontier.NewURL
 	var fwd map[string][]frontier.NewURL
+	foreign := false
 	for _, u := range urls {
-		if o := ring.Owner(frontier.Fingerprint(u.URL)); o == "" || o == c.cfg.Name {
+		o := ring.Owner(frontier.Fingerprint(u.URL))
+		if o == "" || o == c.cfg.Name || kind != KindNew {
 			local = append(local, u)
-		} else {
-			if fwd == nil {
-				fwd = map[string][]frontier.NewURL{}
-			}
-			fwd[o] = append(fwd[o], u)
+			foreign = foreign || c.movable(o)
+			continue
 		}
+		if fwd == nil {
+			fwd = map[string][]frontier.NewURL{}
+		}
+		fwd[o] = append(fwd[o], u)
 	}
 	for peer, us := range fwd {
 		if err := c.outbox.put(ctx, peer, kind, us); err != nil {
@@ -173,10 +183,45 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	} else {
 		n, err = c.front.Add(ctx, local)
 	}
-	if n > 0 && kind == KindNew && c.cfg.Wake != nil {
+	if err == nil && foreign {
+		signal(c.rebKick) // moved here by a member whose view differs: move them on
+	}
+	if n > 0 && kind != KindDone && c.cfg.Wake != nil {
 		c.cfg.Wake()
 	}
 	return n, err
+}
+
+// movable reports whether a record owned by owner should be moved there:
+// owner is another member, and not one that is leaving.
+func (c *Cluster) movable(owner string) bool {
+	return owner != "" && owner != c.cfg.Name && !(*c.peersLeaving.Load())[owner]
+}
+
+// RouteForeign implements node.LocalSplitter: the discovered URLs another
+// member owns go to the outbox; the others are returned, for the node to
+// record with its fetch results in one frontier transaction.
+func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	ring := c.ring.Load()
+	var local []frontier.NewURL
+	var fwd map[string][]frontier.NewURL
+	for _, u := range urls {
+		o := ring.Owner(frontier.Fingerprint(u.URL))
+		if o == "" || o == c.cfg.Name {
+			local = append(local, u)
+			continue
+		}
+		if fwd == nil {
+			fwd = map[string][]frontier.NewURL{}
+		}
+		fwd[o] = append(fwd[o], u)
+	}
+	for peer, us := range fwd {
+		if err := c.outbox.Put(ctx, peer, us); err != nil {
+			return nil, err
+		}
+	}
+	return local, nil
 }
 
 // Start opens the outbox, starts the exchange listener, the clock and
@@ -199,6 +244,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	}
 	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1)}
 	c.ring.Store(NewRing([]string{cfg.Name}))
+	c.peersLeaving.Store(&map[string]bool{})
 	c.addrs.Store(&map[string]string{})
 	ok := false
 	defer func() {
@@ -293,8 +339,7 @@ func (c *Cluster) follow(ctx context.Context) {
 
 // update applies the current membership: the ownership ring and exchange
 // addresses now, the schedule's member list from the next epoch boundary; a
-// change of the ring starts a rebalance. While leaving, this node is left
-// out of the ring.
+// change of the ring starts a rebalance.
 func (c *Cluster) update() {
 	alive := c.members.Alive()
 	names := make([]string, 0, len(alive))
@@ -307,11 +352,22 @@ func (c *Cluster) update() {
 	}
 	c.addrs.Store(&addrs)
 	c.alive.Store(int64(len(names)))
+	// A member handing its records off before it leaves keeps its share
+	// until it is gone (URLs discovered for it wait in the outboxes, and
+	// what it hands off stays where it arrives); the leaving node itself
+	// hands off to the members that stay.
 	leaving := c.leaving.Load()
-	owners := names
-	if leaving {
-		owners = slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == c.cfg.Name })
+	owners := make([]string, 0, len(alive))
+	peersLeaving := map[string]bool{}
+	for _, m := range alive {
+		if m.Leaving && m.Name != c.cfg.Name {
+			peersLeaving[m.Name] = true
+		}
+		if !leaving || (m.Name != c.cfg.Name && !m.Leaving) {
+			owners = append(owners, m.Name)
+		}
 	}
+	c.peersLeaving.Store(&peersLeaving)
 	var from int64
 	if !leaving {
 		from = c.sched.SetMembers(names)

@@ -306,6 +306,43 @@ func (s *Schedule) stateAt(cnow time.Time, u time.Duration) PhaseState {
 	return st
 }
 
+// busyHosts returns a test telling whether a host (by its hash) belongs to
+// the phase this node works on now, or to the next one when the swap is
+// less than lookahead away: the hosts whose URLs its scheduler may hold or
+// take soon. It changes no state.
+func (s *Schedule) busyHosts(now time.Time, lookahead time.Duration) func(hostHash uint64) bool {
+	cnow, _ := s.clusterNow(now)
+	e := Epoch(cnow, s.cfg.PhaseDuration)
+	epochs := []int64{e}
+	if EpochStart(e+1, s.cfg.PhaseDuration).Sub(cnow) < lookahead {
+		epochs = append(epochs, e+1)
+	}
+	type pn struct{ phase, n int }
+	var busy []pn
+	s.mu.Lock()
+	for _, ep := range epochs {
+		var members []string
+		for _, sn := range s.snaps {
+			if sn.from <= ep {
+				members = sn.members
+			}
+		}
+		if r, ok := slices.BinarySearch(members, s.cfg.Self); ok {
+			n := NPhase(s.cfg.Phases, len(members), s.cfg.Columns)
+			busy = append(busy, pn{phaseAt(r, ep, n), n})
+		}
+	}
+	s.mu.Unlock()
+	return func(h uint64) bool {
+		for _, b := range busy {
+			if b.n <= 1 || int(h%uint64(b.n)) == b.phase {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // guard returns the guard interval for clock uncertainty u.
 func (s *Schedule) guard(u time.Duration) (time.Duration, bool) {
 	if u < 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,10 @@ import (
 
 // rebalanceBatch is how many records one claim (one frontier write) moves.
 const rebalanceBatch = 1000
+
+// leavePropagate is how long a leaving node lets its "leaving" metadata
+// spread before it hands its records off.
+const leavePropagate = time.Second
 
 // RingHash identifies a member set (order and duplicates do not matter):
 // the value a settled node gossips (NodeMeta.Settled).
@@ -36,12 +41,14 @@ func (m *moved) add(o moved) { m.urls, m.fps, m.kept = m.urls+o.urls, m.fps+o.fp
 // outbox position of the last record filed for it. It scans in short read
 // transactions and moves at most rebalanceBatch records per write, so the
 // scheduler's writes interleave with it.
-func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uint64) (moved, error) {
-	self := c.cfg.Name
-	foreign := func(fp uint64) bool {
-		o := ring.Owner(fp)
-		return o != "" && o != self
-	}
+//
+// While the node crawls (busy is set), records whose host is in the phase
+// it works on now (or next, in the last second before a swap) are left for
+// a later pass: its scheduler may hold
+// them in the bucket, and a URL claimed there would be fetched here and
+// crawled again by its new owner.
+func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uint64, busy bool) (moved, error) {
+	foreign := func(fp uint64) bool { return c.movable(ring.Owner(fp)) }
 	var tot moved
 	var batch []frontier.Record
 	var from uint64
@@ -52,6 +59,16 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 		recs, next, end, err := c.front.ScanRecords(from, 0, foreign)
 		if err != nil {
 			return tot, err
+		}
+		if busy && len(recs) > 0 {
+			inPhase := c.sched.busyHosts(time.Now(), time.Second)
+			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
+				if r.State == frontier.Completed || !inPhase(frontier.HostHash(r.Host)) {
+					return false
+				}
+				tot.kept++
+				return true
+			})
 		}
 		batch = append(batch, recs...)
 		for len(batch) >= rebalanceBatch || (end && len(batch) > 0) {
@@ -89,7 +106,7 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 	}
 	groups := map[group][]frontier.Record{}
 	for _, r := range claimed {
-		g := group{ring.Owner(r.FP), KindNew}
+		g := group{ring.Owner(r.FP), KindMoved}
 		if r.State == frontier.Completed {
 			g.kind = KindDone
 		}
@@ -186,7 +203,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 			"duration", time.Since(start).Round(time.Millisecond)}, kv...)...)
 	}
 	for pass := 1; ; pass++ {
-		m, err := c.moveAway(ctx, ring, marks)
+		m, err := c.moveAway(ctx, ring, marks, true)
 		tot.add(m)
 		if superseded() {
 			logDone("rebalance interrupted by a membership change")
@@ -202,7 +219,13 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		if m.kept == 0 {
 			break
 		}
-		if !sleepCtx(ctx, 200*time.Millisecond) {
+		// What is left is being fetched, or in the phase being crawled:
+		// try again once the phase changed.
+		wait := 200 * time.Millisecond
+		if st := c.sched.At(time.Now()); st.Phase >= 0 {
+			wait = max(wait, time.Until(st.RequestDeadline)+50*time.Millisecond)
+		}
+		if !sleepCtx(ctx, wait) {
 			return
 		}
 	}
@@ -295,7 +318,10 @@ func (c *Cluster) handoff() error {
 	c.rebWG.Wait()
 	c.rebalancing.Store(true)
 	defer c.rebalancing.Store(false)
+	// Say so first: the members then keep what it hands off where it
+	// arrives, and move nothing to it any more.
 	c.setMeta(func(m *NodeMeta) { m.Leaving = true })
+	time.Sleep(leavePropagate)
 	c.update()
 	ring := c.ring.Load()
 	if ring.Len() == 0 {
@@ -308,7 +334,7 @@ func (c *Cluster) handoff() error {
 	var err error
 	for pass := 1; ; pass++ {
 		var m moved
-		m, err = c.moveAway(ctx, ring, map[string]uint64{})
+		m, err = c.moveAway(ctx, ring, map[string]uint64{}, false)
 		tot.add(m)
 		if err != nil || m.kept == 0 || pass == 10 || !sleepCtx(ctx, 100*time.Millisecond) {
 			break

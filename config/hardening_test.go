@@ -104,8 +104,13 @@ func TestIsLoopbackAddr(t *testing.T) {
 // environment variable and its flag.
 func fuzzNames() []string {
 	var names []string
+	sections := map[string]bool{}
 	for _, k := range Keys() {
 		names = append(names, k, EnvName(k))
+		if sec, _, ok := strings.Cut(k, "."); ok && !sections[sec] {
+			sections[sec] = true
+			names = append(names, sec) // "fetch: line 1: cannot unmarshal ..." names the section
+		}
 	}
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	c := Default()

@@ -27,20 +27,15 @@ type LogEntry struct {
 	Truncated  bool      `json:"truncated,omitempty"`
 }
 
-// CrawlFlushInterval is how often a CrawlLog's buffer is written out.
-const CrawlFlushInterval = time.Second
-
-// CrawlLog appends JSON lines to a file through a buffer flushed every CrawlFlushInterval and on
-// Close. Lines are written whole (a crash can tear at most the last line). Safe for concurrent use.
+// CrawlLog appends JSON lines to a file. Each line goes to the file with one write(2) as it is
+// written (O_APPEND, no user-space buffer), so a line whose URL the frontier has recorded
+// survives a kill -9 of the process; only a power loss can tear the last line. Safe for
+// concurrent use.
 type CrawlLog struct {
 	path string
 	mu   sync.Mutex
 	f    *os.File
-	bw   *bufio.Writer
 	err  error // first write error, returned by later calls
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once // closes stop
 }
 
 // OpenCrawlLog opens (creating it and its directory if needed) path for appending. If a crash
@@ -62,9 +57,7 @@ func OpenCrawlLog(path string) (*CrawlLog, error) {
 			return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
 		}
 	}
-	l := &CrawlLog{path: path, f: f, bw: bufio.NewWriterSize(f, 64<<10), stop: make(chan struct{}), done: make(chan struct{})}
-	go l.flushLoop()
-	return l, nil
+	return &CrawlLog{path: path, f: f}, nil
 }
 
 func endsTorn(path string) (bool, error) {
@@ -84,21 +77,7 @@ func endsTorn(path string) (bool, error) {
 	return b[0] != '\n', nil
 }
 
-func (l *CrawlLog) flushLoop() {
-	defer close(l.done)
-	t := time.NewTicker(CrawlFlushInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-			l.Flush()
-		}
-	}
-}
-
-// Write appends e as one JSON line (Time zero = now).
+// Write appends e as one JSON line (Time zero = now), written to the file at once.
 func (l *CrawlLog) Write(e LogEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -116,12 +95,7 @@ func (l *CrawlLog) Write(e LogEntry) error {
 	if l.err != nil {
 		return l.err
 	}
-	if l.bw.Available() < len(b) && l.bw.Buffered() > 0 {
-		if err := l.bw.Flush(); err != nil {
-			return l.fail(err)
-		}
-	}
-	if _, err := l.bw.Write(b); err != nil { // larger than the buffer: written directly, whole
+	if _, err := l.f.Write(b); err != nil {
 		return l.fail(err)
 	}
 	return nil
@@ -132,40 +106,21 @@ func (l *CrawlLog) fail(err error) error {
 	return l.err
 }
 
-// Flush writes the buffered lines to the file.
+// Flush returns the first write error, if any: lines are written as they come.
 func (l *CrawlLog) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil || l.err != nil {
-		return l.err
-	}
-	if err := l.bw.Flush(); err != nil {
-		return l.fail(err)
-	}
-	return nil
+	return l.err
 }
 
-// Close stops the flusher, flushes, syncs and closes the file. Idempotent.
+// Close syncs and closes the file. Idempotent.
 func (l *CrawlLog) Close() error {
 	l.mu.Lock()
-	if l.f == nil {
-		l.mu.Unlock()
-		return nil
-	}
-	l.mu.Unlock()
-	l.once.Do(func() { close(l.stop) })
-	<-l.done
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil { // a concurrent Close won
+	if l.f == nil {
 		return nil
 	}
 	err := l.err
-	if err == nil {
-		if ferr := l.bw.Flush(); ferr != nil {
-			err = l.fail(ferr)
-		}
-	}
 	if serr := l.f.Sync(); err == nil && serr != nil {
 		err = fmt.Errorf("archive: sync crawl log %s: %w", l.path, serr)
 	}

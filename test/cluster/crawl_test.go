@@ -2,9 +2,16 @@ package cluster_test
 
 import (
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 // startCluster starts n node processes on 127.0.0.1..n, each joining the
@@ -19,6 +26,7 @@ func startCluster(t *testing.T, c *procCluster, n int) []*proc {
 		} else {
 			p.start(ps[0].gossip)
 		}
+		p.waitUp()
 		ps = append(ps, p)
 	}
 	waitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
@@ -33,8 +41,8 @@ func TestProcThreeNodesCrawl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster crawl in -short mode")
 	}
-	web, srv, exp := clusterWeb(t)
-	c := newProcCluster(t, srv)
+	web, webAddr, exp := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
 	ps := startCluster(t, c, 3)
 	start := time.Now()
 	if err := ps[2].postSeeds(web.Seeds()); err != nil {
@@ -61,7 +69,7 @@ func TestProcThreeNodesCrawl(t *testing.T) {
 			}
 		}
 	}
-	checkCrawl(t, web, exp, c.delay, 3, 0)
+	checkCrawl(t, webAddr, exp, c.delay, 3, 0, ps)
 	if total != int64(exp.Fetches) {
 		t.Errorf("cluster fetched %d pages, want %d", total, exp.Fetches)
 	}
@@ -70,5 +78,214 @@ func TestProcThreeNodesCrawl(t *testing.T) {
 		if dev := math.Abs(float64(p)-mean) / mean; dev > 0.15 {
 			t.Errorf("%s fetched %d pages, %.1f%% from the mean %.0f (want within 15%%)", ps[i].name, p, 100*dev, mean)
 		}
+	}
+}
+
+// progress tracks the pages fetched by every node ever started (the last
+// figure of a node that stopped is kept).
+type progress struct {
+	last map[string]int64
+}
+
+func (pr *progress) total(ps []*proc) int64 {
+	if pr.last == nil {
+		pr.last = map[string]int64{}
+	}
+	for _, p := range ps {
+		if st, err := p.status(); err == nil {
+			pr.last[p.name] = st.PagesFetched
+		}
+	}
+	var t int64
+	for _, n := range pr.last {
+		t += n
+	}
+	return t
+}
+
+// logged sums the integer field key of the node's log records msg.
+func logged(p *proc, msg, key string) (records int, sum int64) {
+	for _, r := range p.logRecords(msg) {
+		records++
+		if v, ok := r[key].(float64); ok {
+			sum += int64(v)
+		}
+	}
+	return records, sum
+}
+
+// TestProcJoinAndLeave: a fourth node joins at one third of the crawl and
+// one of the first three leaves gracefully (SIGTERM) at two thirds. The
+// members move the new node's share to it (IN_LIST URLs and the
+// fingerprints of completed ones), the leaving node hands every record to
+// the others before it leaves, and still every reachable page is fetched
+// exactly once, never two requests at once on a host.
+func TestProcJoinAndLeave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	web, webAddr, exp := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
+	ps := startCluster(t, c, 3)
+	if err := ps[0].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	all := slices.Clone(ps)
+	running := slices.Clone(ps)
+	leaver := ps[1]
+	var joiner *proc
+	var pr progress
+	seen := 0
+	waitUntil(t, 5*time.Minute, "crawl done with a join and a leave", func() bool {
+		total := pr.total(all)
+		switch {
+		case joiner == nil && total >= int64(exp.Fetches)/3:
+			joiner = c.add(3)
+			joiner.start(ps[0].gossip)
+			joiner.waitUp()
+			all, running = append(all, joiner), append(running, joiner)
+			t.Logf("node3 joined at %d pages", total)
+		case joiner != nil && leaver.running() && total >= 2*int64(exp.Fetches)/3:
+			t.Logf("node1 leaves at %d pages", total)
+			if err := leaver.stop(syscall.SIGTERM, 2*time.Minute); err != nil {
+				t.Fatalf("node1 graceful leave: %v", err)
+			}
+			running = slices.DeleteFunc(running, func(p *proc) bool { return p == leaver })
+		case !leaver.running():
+			if crawlDone(running) {
+				seen++
+			} else {
+				seen = 0
+			}
+		}
+		return seen >= 3
+	})
+	checkCrawl(t, webAddr, exp, c.delay, len(all), 0, all)
+
+	// The members moved records to the newcomer; the leaver handed off all
+	// of its records and kept none.
+	moved := int64(0)
+	for _, p := range running {
+		for _, r := range p.logRecords("rebalance done") {
+			if ms, _ := r["members"].([]any); len(ms) == 4 {
+				moved += int64(r["urls_moved"].(float64) + r["fingerprints_moved"].(float64))
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("no member logged a rebalance that moved records to node3")
+	}
+	n, handed := logged(leaver, "leave hand-off done", "fingerprints_moved")
+	_, waiting := logged(leaver, "leave hand-off done", "urls_waiting")
+	if n != 1 || handed == 0 || waiting != 0 {
+		t.Errorf("node1's hand-off: %d log records, %d fingerprints handed off, %d URLs left in its outbox", n, handed, waiting)
+	}
+	f, err := frontier.Open(frontier.DefaultOptions(filepath.Join(leaver.data, "frontier.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cnt := f.Counts(); cnt.Total() != 0 {
+		t.Errorf("node1 left with %+v records in its frontier, want none", cnt)
+	}
+	_ = f.Close()
+	st, err := running[0].status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, m := range st.Members {
+		states[m.Name] = m.State
+	}
+	if states["node1"] != "left" || states["node3"] != "alive" || len(st.Members) != 4 {
+		t.Errorf("members seen by %s: %+v", running[0].name, st.Members)
+	}
+	for _, p := range running {
+		if s, err := p.status(); err == nil {
+			t.Logf("%s: pages=%d frontier=%+v", p.name, s.PagesFetched, s.Frontier)
+		}
+	}
+}
+
+// TestProcKillAndRestart: one node is killed with SIGKILL mid-crawl; while
+// it is away the others crawl its share of the new URLs; it restarts with
+// the same --name and --data, rejoins, and the cluster finishes the crawl
+// with no URL lost. The only duplicate fetches allowed are those of the
+// killed node's trips in flight (fetched, not yet recorded): at most its
+// busy workers times the bucket's list length.
+func TestProcKillAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	web, webAddr, exp := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
+	ps := startCluster(t, c, 3)
+	if err := ps[0].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	victim := ps[2]
+	var pr progress
+	waitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
+	st, err := victim.status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := st.Bucket.Fetching
+	if err := victim.stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("kill -9 of node2: %v", err)
+	}
+	killedAt := pr.total(ps[:2])
+	t.Logf("node2 killed with %d trips in flight at %d pages", inFlight, killedAt)
+	// While it is away, the others take its share of the new URLs.
+	waitUntil(t, time.Minute, "the others crawl on without node2", func() bool {
+		return pr.total(ps[:2]) >= killedAt+int64(exp.Fetches)/10 || crawlDone(ps[:2])
+	})
+	victim.start(ps[0].gossip)
+	victim.waitUp()
+	waitDone(t, ps, 4*time.Minute)
+	rep := checkCrawl(t, webAddr, exp, c.delay, 4, inFlight*config.Default().Bucket.ListCap, ps)
+	if rep.Duplicates > 0 {
+		t.Logf("%d duplicate fetches after the kill (bound %d)", rep.Duplicates, inFlight*config.Default().Bucket.ListCap)
+	}
+	for _, p := range ps {
+		if s, err := p.status(); err == nil {
+			t.Logf("%s: pages=%d frontier=%+v", p.name, s.PagesFetched, s.Frontier)
+		}
+	}
+}
+
+// TestProcWrongKeyRefused: a node whose cluster key differs cannot join,
+// exits with an error that says so, and the cluster does not see it.
+func TestProcWrongKeyRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test in -short mode")
+	}
+	web, webAddr, _ := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
+	ps := startCluster(t, c, 1)
+	bad := c.add(1)
+	bad.keyFile = filepath.Join(c.dir, "other.key")
+	if err := os.WriteFile(bad.keyFile, []byte("another key of 32 bytes, not it!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad.start(ps[0].gossip)
+	select {
+	case <-bad.done:
+	case <-time.After(time.Minute):
+		t.Fatal("a node with a wrong cluster key kept running")
+	}
+	if bad.exitErr == nil {
+		t.Fatal("a node with a wrong cluster key exited with status 0")
+	}
+	out := bad.tail(5)
+	if !strings.Contains(out, "another cluster key") || !strings.Contains(out, "--cluster-key-file") {
+		t.Errorf("the error does not say the cluster key differs:\n%s", out)
+	}
+	t.Logf("refused: %s", out)
+	st, err := ps[0].status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Members) != 1 {
+		t.Errorf("node0 sees %+v", st.Members)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -87,7 +88,8 @@ type procCluster struct {
 	bin     string
 	dir     string
 	keyFile string
-	srv     *webnode.Server
+	web     *synthweb.Web // the model (the same web runs in the synthweb process)
+	webAddr string        // HOST:PORT of the synthweb process
 	phase   time.Duration
 	guard   time.Duration
 	delay   time.Duration
@@ -108,9 +110,9 @@ type proc struct {
 	starts                 int
 }
 
-func newProcCluster(t testing.TB, srv *webnode.Server) *procCluster {
+func newProcCluster(t testing.TB, web *synthweb.Web, webAddr string) *procCluster {
 	dir := t.TempDir()
-	c := &procCluster{t: t, bin: phasecrawlBin(t), dir: dir, srv: srv, phase: 2 * time.Second,
+	c := &procCluster{t: t, bin: phasecrawlBin(t), dir: dir, web: web, webAddr: webAddr, phase: 2 * time.Second,
 		guard: 300 * time.Millisecond, delay: 5 * time.Millisecond}
 	c.keyFile = filepath.Join(dir, "cluster.key")
 	if err := os.WriteFile(c.keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
@@ -138,8 +140,8 @@ func (c *procCluster) add(i int) *proc {
 func (c *procCluster) args(p *proc, join []string) []string {
 	args := []string{"run", "--name", p.name, "--data", p.data, "--http", p.api,
 		"--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile,
-		"--allow-private", "--allow-domain", c.srv.Web.Config().Domain,
-		"--resolve", c.srv.Web.ResolvePattern() + "=" + c.srv.Addr,
+		"--allow-private", "--allow-domain", c.web.Config().Domain,
+		"--resolve", c.web.ResolvePattern() + "=" + c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
 		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", "64"}
 	if len(join) > 0 {
@@ -185,6 +187,18 @@ func (p *proc) start(join ...string) {
 	}(cmd, p.done)
 }
 
+// waitUp waits until the node's API answers (it has joined and opened).
+func (p *proc) waitUp() {
+	p.c.t.Helper()
+	waitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+		if !p.running() {
+			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
+		}
+		_, err := p.status()
+		return err == nil
+	})
+}
+
 // running reports whether the process has not exited.
 func (p *proc) running() bool {
 	if p.cmd == nil {
@@ -223,9 +237,26 @@ func (c *procCluster) killAll() {
 	}
 	if c.t.Failed() {
 		for _, p := range procs {
-			c.t.Logf("---- log of %s (last lines) ----\n%s", p.name, p.tail(40))
+			c.t.Logf("---- log of %s: membership and rebalance, last lines ----\n%s\n%s", p.name, p.grep(
+				"member joined", "member left", "membership changed", "rebalance done", "rebalance interrupted",
+				"joined: ", "join timeout", "leave hand-off done", "left cluster"), p.tail(10))
 		}
 	}
+}
+
+// grep returns the lines of the node's log whose msg starts with one of msgs.
+func (p *proc) grep(msgs ...string) string {
+	b, _ := os.ReadFile(p.logPath)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, m := range msgs {
+			if strings.Contains(l, `"msg":"`+m) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // tail returns the last n lines of the node's log.
@@ -365,12 +396,14 @@ func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
 	})
 }
 
-// clusterWeb is the synthetic web of the cluster tests: the default web
-// (over 20,000 reachable pages on ~590 hosts) without the spider-trap host.
-// max_pages_per_host is a per-node cap (each node admits up to it for its
-// own share of a host), so a trap would be crawled up to N times the cap;
-// the regular hosts all stay far below it.
-func clusterWeb(t testing.TB) (*synthweb.Web, *webnode.Server, synthweb.Expectation) {
+// clusterWeb starts the synthetic web of the cluster tests in a process of
+// its own (phasecrawl synthweb, so that serving it does not compete with the
+// race detector of the test process) and returns its model and address:
+// the default web (over 20,000 reachable pages on ~590 hosts) without the
+// spider-trap host. max_pages_per_host is a per-node cap (each node admits
+// up to it for its own share of a host), so a trap would be crawled up to N
+// times the cap; the regular hosts all stay far below it.
+func clusterWeb(t testing.TB) (*synthweb.Web, string, synthweb.Expectation) {
 	t.Helper()
 	wc := synthweb.DefaultConfig()
 	wc.TrapHosts = 0
@@ -378,16 +411,41 @@ func clusterWeb(t testing.TB) (*synthweb.Web, *webnode.Server, synthweb.Expectat
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := webnode.Start(web)
-	if err != nil {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
+	cmd := exec.Command(phasecrawlBin(t), "synthweb", "--listen", addr, "--trap-hosts", "0",
+		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = srv.Close() })
-	exp := web.Expected(srv.Scope(srv.NodeConfig("x", t.TempDir(), 0).UserAgent))
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, 30*time.Second, "synthweb process answers", func() bool {
+		_, err := webReport(addr)
+		return err == nil
+	})
+	exp := web.Expected(synthweb.Scope{Domains: []string{wc.Domain}, MaxPagesPerHost: webnode.MaxPagesPerHost,
+		UserAgent: config.Default().UserAgent})
 	if exp.Fetches < 20000 {
 		t.Fatalf("the cluster web has %d reachable pages, want >= 20000", exp.Fetches)
 	}
-	return web, srv, exp
+	return web, addr, exp
+}
+
+// webReport reads what the synthweb process at addr served.
+func webReport(addr string) (synthweb.Report, error) {
+	var rep synthweb.Report
+	resp, err := httpClient.Get("http://" + addr + synthweb.ReportPath)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return rep, fmt.Errorf("synthweb report: %s", resp.Status)
+	}
+	return rep, json.NewDecoder(resp.Body).Decode(&rep)
 }
 
 // checkCrawl applies the synthweb oracle to the whole cluster: every
@@ -395,9 +453,12 @@ func clusterWeb(t testing.TB) (*synthweb.Web, *webnode.Server, synthweb.Expectat
 // else, polite gaps and never two requests at once on a host across the
 // cluster (Check reports requests in flight at once on a host). robots.txt is cached per node: each host's may be fetched once
 // by each node that crawled it (at most robotsPerHost).
-func checkCrawl(t testing.TB, web *synthweb.Web, exp synthweb.Expectation, delay time.Duration, robotsPerHost, maxDup int) synthweb.Report {
+func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay time.Duration, robotsPerHost, maxDup int, procs []*proc) synthweb.Report {
 	t.Helper()
-	rep := web.Report()
+	rep, err := webReport(webAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var vs []string
 	dups := 0
 	for _, v := range rep.Check(exp, delay) {
@@ -416,6 +477,11 @@ func checkCrawl(t testing.TB, web *synthweb.Web, exp synthweb.Expectation, delay
 	}
 	if dups > maxDup {
 		vs = append(vs, fmt.Sprintf("%d duplicate fetches, want at most %d", dups, maxDup))
+		for u, n := range rep.URLs {
+			if n > 1 && exp.Pages[u] && len(vs) < 30 {
+				vs = append(vs, fmt.Sprintf("  %s fetched %d times: %s", u, n, strings.Join(crawlLogLines(dirsOf(procs), u), "; ")))
+			}
+		}
 	}
 	for h := range exp.Contacted {
 		if r := rep.Hosts[h].RobotsFetches; r < 1 || r > robotsPerHost {
@@ -441,4 +507,42 @@ func pagesFetched(ps []*proc) int64 {
 		}
 	}
 	return total
+}
+
+func dirsOf(ps []*proc) map[string]string {
+	m := map[string]string{}
+	for _, p := range ps {
+		m[p.name] = p.data
+	}
+	return m
+}
+
+// crawlLogLines returns what each node's crawl log says about url: node,
+// time, status, reason (to tell where a duplicate fetch came from).
+func crawlLogLines(dirs map[string]string, url string) []string {
+	var out []string
+	for name, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, "crawl.log"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		needle := []byte(`"url":"` + url + `"`)
+		for sc.Scan() {
+			if !bytes.Contains(sc.Bytes(), needle) {
+				continue
+			}
+			var e struct {
+				Time   time.Time `json:"time"`
+				Status int       `json:"status"`
+				Reason string    `json:"reason"`
+				Error  string    `json:"error"`
+			}
+			_ = json.Unmarshal(sc.Bytes(), &e)
+			out = append(out, fmt.Sprintf("%s %s %d %s %s", name, e.Time.Format("15:04:05.000"), e.Status, e.Reason, e.Error))
+		}
+		f.Close()
+	}
+	return out
 }

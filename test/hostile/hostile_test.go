@@ -25,13 +25,13 @@ import (
 
 // Limits the crawl runs with; the cases are built around them.
 const (
-	maxBody      = 4 << 20 // fetch.max_body_size
-	maxPerHost   = 150     // scope.max_pages_per_host: ends the infinite URL spaces
-	maxRedirects = 5       // fetch.max_redirects
-	maxOutlinks  = 5000    // fetch.max_outlinks
-	maxTries     = 2       // fetch.max_tries
-	manyLinks    = 100000  // links on the links case's page
-	bombSize     = 1 << 30 // what the gzip bomb inflates to
+	maxBody      = 4 << 20   // fetch.max_body_size
+	maxPerHost   = 150       // scope.max_pages_per_host: ends the infinite URL spaces
+	maxRedirects = 5         // fetch.max_redirects
+	maxOutlinks  = 5000      // fetch.max_outlinks
+	maxTries     = 2         // fetch.max_tries
+	manyLinks    = 100000    // links on the links case's page
+	bombSize     = 1 << 30   // what the gzip bomb inflates to
 	heapLimit    = 320 << 20 // peaks near 90 MiB; an unbounded body or bomb would pass 1 GiB
 	crawlTimeout = 3 * time.Minute
 )

@@ -1,0 +1,179 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// testCluster is the cluster layer of one node over a real frontier, with
+// no crawler: the test plays the scheduler's part.
+type testCluster struct {
+	c *Cluster
+	f *frontier.Frontier
+}
+
+func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	fo := frontier.DefaultOptions(filepath.Join(dir, "frontier.db"))
+	fo.NoSync = true
+	f, err := frontier.Open(fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(NodeConfig{
+		Name: name, Gossip: "127.0.0.1:0", Join: join, Key: testKey, Exchange: "127.0.0.1:0", API: "127.0.0.1:1",
+		Outbox: filepath.Join(dir, "outbox.db"), Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
+		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second, HandoffTimeout: 30 * time.Second,
+		JoinTimeout: time.Minute,
+	}, f, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		_ = f.Close()
+		t.Fatal(err)
+	}
+	tc := &testCluster{c: c, f: f}
+	t.Cleanup(func() { tc.close(t) })
+	return tc
+}
+
+func (tc *testCluster) close(t *testing.T) {
+	if err := tc.c.Close(); err != nil {
+		t.Errorf("%s: close: %v", tc.c.cfg.Name, err)
+	}
+	_ = tc.f.Close()
+}
+
+// fetching waits until the node's join gate opened.
+func (tc *testCluster) fetching(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for tc.c.joining.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the members did not settle for it within 30s", tc.c.cfg.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// records returns every record of the frontier by URL.
+func records(t *testing.T, f *frontier.Frontier) map[string]frontier.Record {
+	t.Helper()
+	out := map[string]frontier.Record{}
+	var from uint64
+	for {
+		recs, next, end, err := f.ScanRecords(from, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			out[r.URL] = r
+		}
+		if end {
+			return out
+		}
+		from = next
+	}
+}
+
+// TestRebalanceJoinAndHandoff: a member joins a node that holds URLs in
+// every state; the node moves to it exactly the records the newcomer owns,
+// IN_LIST ones to be crawled there and COMPLETED ones as completed, and the
+// newcomer starts only once that is done. Then the newcomer leaves
+// gracefully and hands everything back. Nothing is lost or duplicated.
+func TestRebalanceJoinAndHandoff(t *testing.T) {
+	ctx := context.Background()
+	a := startTestCluster(t, "a")
+	a.fetching(t)
+	var urls []frontier.NewURL
+	for i := range 3000 {
+		h := fmt.Sprintf("h%d.test", i%40)
+		urls = append(urls, frontier.NewURL{URL: fmt.Sprintf("http://%s/p%d", h, i), Host: h, Depth: i % 4})
+	}
+	if n, err := a.f.Add(ctx, urls); err != nil || n != len(urls) {
+		t.Fatalf("add: %d %v", n, err)
+	}
+	var done []uint64
+	var results []frontier.Result
+	for _, u := range urls[:1000] {
+		fp := frontier.Fingerprint(u.URL)
+		done = append(done, fp)
+		results = append(results, frontier.Result{FP: fp, State: frontier.Completed, Status: 200, Reason: "ok"})
+	}
+	if err := a.f.MarkInProgress(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.f.Finish(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+
+	b := startTestCluster(t, "b", a.c.Members().Addr())
+	b.fetching(t)
+	ring := NewRing([]string{"a", "b"})
+	for name, tc := range map[string]*testCluster{"a": a, "b": b} {
+		for u, r := range records(t, tc.f) {
+			if o := ring.Owner(r.FP); o != name {
+				t.Fatalf("%s holds %s, owned by %s", name, u, o)
+			}
+		}
+	}
+	ca, cb := a.f.Counts(), b.f.Counts()
+	if ca.Total()+cb.Total() != 3000 || ca.Completed+cb.Completed != 1000 || ca.InProgress+cb.InProgress != 0 {
+		t.Fatalf("after the join: a %+v, b %+v", ca, cb)
+	}
+	if cb.Completed == 0 || cb.InList == 0 || a.c.movedURLs.Load() != uint64(cb.InList) || a.c.movedFPs.Load() != uint64(cb.Completed) {
+		t.Fatalf("b got %+v; a moved %d URLs and %d fingerprints", cb, a.c.movedURLs.Load(), a.c.movedFPs.Load())
+	}
+	recB := records(t, b.f)
+	for _, u := range urls[:1000] {
+		if r, ok := recB[u.URL]; ok && r.State != frontier.Completed {
+			t.Fatalf("completed URL %s arrived at b as %s", u.URL, r.State)
+		}
+	}
+	// A discovered URL b owns, sent to a by a member whose view is behind,
+	// is forwarded to b.
+	var late []frontier.NewURL
+	for i := 0; len(late) < 5; i++ {
+		u := frontier.NewURL{URL: fmt.Sprintf("http://late.test/%d", i), Host: "late.test"}
+		if ring.Owner(frontier.Fingerprint(u.URL)) == "b" {
+			late = append(late, u)
+		}
+	}
+	if n, err := a.c.store(ctx, KindNew, late); err != nil || n != 0 {
+		t.Fatalf("store of b's URLs at a: %d %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.f.Counts().Total() != cb.Total()+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("forwarded URLs did not reach b: %+v", b.f.Counts())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// b leaves gracefully: every record goes back to a.
+	b.close(t)
+	ca = a.f.Counts()
+	if ca.Total() != 3005 || ca.Completed != 1000 || ca.InList != 2005 {
+		t.Fatalf("after b's hand-off a holds %+v", ca)
+	}
+	if cb := b.f.Counts(); cb.Total() != 0 {
+		t.Fatalf("b kept %+v", cb)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for a.c.Ring().Len() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a still sees %v", a.c.Ring().Members())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := a.c.ClusterStatus(time.Now())
+	if len(st.Members) != 2 || st.Members[1].Name != "b" || st.Members[1].State != "left" {
+		t.Fatalf("a's status members: %+v", st.Members)
+	}
+}
