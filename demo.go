@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,19 +23,27 @@ import (
 
 // demoSummary is what `phasecrawl demo` reports at the end.
 type demoSummary struct {
-	Pages          int64    `json:"pages"`
-	Expected       int      `json:"expected_pages"`
-	Hosts          int      `json:"hosts"`
-	Duplicates     int      `json:"duplicates"`
-	MaxConcurrency int      `json:"max_per_host_concurrency"`
-	MinGapMS       float64  `json:"min_gap_ms"`
-	DelayMS        float64  `json:"delay_ms"`
-	Violations     []string `json:"violations"`
-	Seconds        float64  `json:"seconds"`
-	PagesPerSecond float64  `json:"pages_per_second"`
-	WARC           []string `json:"warc"`
-	CrawlLog       string   `json:"crawl_log"`
-	Data           string   `json:"data"`
+	Pages          int64       `json:"pages"`
+	Expected       int         `json:"expected_pages"`
+	Hosts          int         `json:"hosts"`
+	Duplicates     int         `json:"duplicates"`
+	MaxConcurrency int         `json:"max_per_host_concurrency"` // over the whole cluster
+	MinGapMS       float64     `json:"min_gap_ms"`               // over the whole cluster
+	DelayMS        float64     `json:"delay_ms"`
+	Violations     []string    `json:"violations"`
+	Seconds        float64     `json:"seconds"`
+	PagesPerSecond float64     `json:"pages_per_second"`
+	WARC           []string    `json:"warc"`
+	CrawlLog       string      `json:"crawl_log"`
+	Data           string      `json:"data"`
+	Nodes          []demoShare `json:"nodes,omitempty"` // with --nodes > 1
+}
+
+// demoShare is one node's part of a cluster demo.
+type demoShare struct {
+	Name  string `json:"name"`
+	Addr  string `json:"addr"` // its loopback address
+	Pages int64  `json:"pages"`
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
@@ -42,16 +51,26 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	delay := fs.Duration("delay", 10*time.Millisecond, "pause between two requests to one host")
-	workers := fs.Int("workers", 64, "fetch workers")
+	workers := fs.Int("workers", 64, "fetch workers (per node)")
 	hosts := fs.Int("hosts", synthweb.DefaultConfig().Hosts, "hosts of the synthetic web")
 	pages := fs.Int("pages", synthweb.DefaultConfig().Pages, "pages of the synthetic web")
 	data := fs.String("data", "", "data directory (default: a new temporary directory)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	nodes := fs.Int("nodes", 1, "cluster nodes, on 127.0.0.1 ... 127.0.0.N (1..50; loopback aliases, as Linux has)")
+	phase := fs.Duration("phase-duration", 2*time.Second, "phase epoch of a cluster (--nodes > 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *nodes < 1 || *nodes > 50 {
+		return fmt.Errorf("--nodes=%d: must be in 1..50", *nodes)
+	}
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages = *hosts, *pages
+	if *nodes > 1 {
+		// max_pages_per_host is a per-node cap: a spider trap would be
+		// crawled up to N times the cap, which the oracle counts exactly.
+		wc.TrapHosts = 0
+	}
 	web, err := synthweb.New(wc)
 	if err != nil {
 		return err
@@ -70,19 +89,50 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	cfg := srv.NodeConfig("demo", dir, *delay)
 	cfg.Workers = *workers
 	exp := web.Expected(srv.Scope(cfg.UserAgent))
-	fmt.Fprintf(stderr, "synthetic web on %s: %d hosts, %d reachable pages; crawling with delay %s, %d workers\n",
+	fmt.Fprintf(stderr, "synthetic web on %s: %d hosts, %d reachable pages; crawling with delay %s, %d workers",
 		srv.Addr, exp.Hosts, exp.Fetches, cfg.Delay, cfg.Workers)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	n, err := node.New(cfg, node.Options{Logger: log})
-	if err != nil {
-		return err
+	if *nodes > 1 {
+		fmt.Fprintf(stderr, " per node, %d nodes", *nodes)
 	}
+	fmt.Fprintln(stderr)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	runCtx, cancel := context.WithCancel(ctx)
-	runErr := make(chan error, 1)
+	defer cancel()
+	var dn []*demoNode
+	if *nodes == 1 {
+		n, err := node.New(cfg, node.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		dn = append(dn, &demoNode{name: cfg.Name, data: cfg.Data, n: n})
+	} else if dn, err = startDemoCluster(runCtx, srv, dir, *delay, *workers, *nodes, *phase, log, stderr); err != nil {
+		return err
+	}
 	start := time.Now()
-	go func() { runErr <- n.Run(runCtx) }()
+	runErr := make(chan error, len(dn))
+	for _, d := range dn {
+		go func() { runErr <- d.n.Run(runCtx) }()
+	}
+	if *nodes > 1 {
+		if err := waitDemoCluster(ctx, dn, time.Minute); err != nil {
+			cancel()
+			for range dn {
+				<-runErr
+			}
+			return err
+		}
+		start = time.Now()
+		res, err := dn[0].n.AddSeeds(ctx, web.Seeds())
+		if err != nil || len(res.Bad) > 0 {
+			cancel()
+			for range dn {
+				<-runErr
+			}
+			return fmt.Errorf("demo: seeds: %+v %v", res.Bad, err)
+		}
+	}
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -99,7 +149,7 @@ wait:
 			break wait
 		case <-tick.C:
 		}
-		s := n.Status()
+		s := demoStatus(dn)
 		fmt.Fprintf(stderr, "\rpages %6d  %5d/s  frontier in_list %6d in_progress %5d stalled %3d  errors %d   ",
 			s.PagesFetched, s.PagesFetched-lastPages, s.Frontier.InList, s.Frontier.InProgress, s.Frontier.Stalled, s.FetchErrors)
 		lastPages = s.PagesFetched
@@ -113,9 +163,17 @@ wait:
 	}
 	fmt.Fprintln(stderr)
 	elapsed := time.Since(start)
-	pagesFetched := n.Status().PagesFetched
+	var shares []demoShare
+	for _, d := range dn {
+		shares = append(shares, demoShare{Name: d.name, Addr: d.ip, Pages: d.n.Status().PagesFetched})
+	}
+	pagesFetched := demoStatus(dn).PagesFetched
 	cancel()
-	if err := <-runErr; err != nil {
+	var errs []error
+	for range dn {
+		errs = append(errs, <-runErr)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	rep := web.Report()
@@ -123,8 +181,12 @@ wait:
 		Pages: pagesFetched, Expected: exp.Fetches, Hosts: exp.Hosts, Duplicates: rep.Duplicates,
 		DelayMS: float64(cfg.Delay) / float64(time.Millisecond), Seconds: elapsed.Seconds(),
 		PagesPerSecond: float64(pagesFetched) / elapsed.Seconds(),
-		Violations:     web.Check(exp, cfg.Delay),
-		CrawlLog:       filepath.Join(cfg.Data, "crawl.log"), Data: cfg.Data,
+		Violations:     demoViolations(rep.Check(exp, cfg.Delay), rep, exp, len(dn)),
+		CrawlLog:       filepath.Join(dn[0].data, "crawl.log"), Data: dir,
+	}
+	if len(dn) > 1 {
+		sum.Nodes = shares
+		sum.CrawlLog = filepath.Join(dir, "node*", "crawl.log")
 	}
 	minGap := time.Duration(-1)
 	for _, h := range rep.Hosts {
@@ -134,7 +196,10 @@ wait:
 		}
 	}
 	sum.MinGapMS = float64(minGap) / float64(time.Millisecond)
-	sum.WARC, _ = filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
+	for _, d := range dn {
+		w, _ := filepath.Glob(filepath.Join(d.data, "warc", "*.warc.gz"))
+		sum.WARC = append(sum.WARC, w...)
+	}
 	sort.Strings(sum.WARC)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
@@ -144,6 +209,9 @@ wait:
 		}
 	} else {
 		fmt.Fprintf(stdout, "pages fetched        %d of %d expected, %d hosts, in %.1fs (%.0f pages/s)\n", sum.Pages, sum.Expected, sum.Hosts, sum.Seconds, sum.PagesPerSecond)
+		for _, sh := range sum.Nodes {
+			fmt.Fprintf(stdout, "  %-18s %d pages (%.1f%%) on %s\n", sh.Name, sh.Pages, 100*float64(sh.Pages)/float64(max(sum.Pages, 1)), sh.Addr)
+		}
 		fmt.Fprintf(stdout, "duplicate fetches    %d\n", sum.Duplicates)
 		fmt.Fprintf(stdout, "per-host concurrency max %d (limit 1)\n", sum.MaxConcurrency)
 		fmt.Fprintf(stdout, "per-host gap         min %.1f ms (delay %.1f ms)\n", sum.MinGapMS, sum.DelayMS)

@@ -44,6 +44,7 @@ var (
 	dGuard       = desc(node.MetricPhaseGuard)
 	dForwarded   = desc(node.MetricURLsForwarded)
 	dReceived    = desc(node.MetricURLsReceived)
+	dBatches     = desc(node.MetricExchangeBatches)
 	dOutbox      = desc(node.MetricOutboxURLs, "peer")
 	dMovedURLs   = desc(node.MetricRebalanceURLsMoved)
 	dMovedFPs    = desc(node.MetricRebalanceFPsMoved)
@@ -53,7 +54,7 @@ var (
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining} {
+		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining} {
 		ch <- d
 	}
 }
@@ -88,6 +89,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	xs := c.x.Stats()
 	counter(dForwarded, float64(xs.URLsForwarded))
 	counter(dReceived, float64(xs.URLsReceived))
+	counter(dBatches, float64(xs.BatchesSent))
 	pending := c.outbox.Pending()
 	for _, m := range c.ring.Load().Members() {
 		if _, ok := pending[m]; !ok && m != c.cfg.Name {

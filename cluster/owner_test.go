@@ -185,3 +185,60 @@ func BenchmarkOwner(b *testing.B) {
 		})
 	}
 }
+
+// TestOwnerMembershipTable walks a sequence of membership changes (joins,
+// a failure, a restart under the same name, a graceful leave) and checks
+// where every URL's owner may go at each step: only to a newcomer on a
+// join, only away from the member that goes on a leave, and exactly back
+// to the previous owners when a member returns under its name.
+func TestOwnerMembershipTable(t *testing.T) {
+	fps := testFPs(20000)
+	steps := []struct {
+		name    string
+		members []string
+		joined  string // the only member URLs may move to ("" = none)
+		gone    string // the only member URLs may move from ("" = none)
+		sameAs  int    // index of an earlier step whose owners must come back (-1: none)
+	}{
+		{"start", []string{"n1", "n2", "n3"}, "", "", -1},
+		{"join n4", []string{"n1", "n2", "n3", "n4"}, "n4", "", -1},
+		{"n2 killed", []string{"n1", "n3", "n4"}, "", "n2", -1},
+		{"n2 restarts with the same name", []string{"n1", "n2", "n3", "n4"}, "n2", "", 1},
+		{"n1 leaves", []string{"n2", "n3", "n4"}, "", "n1", -1},
+		{"n1 back, n4 leaves", []string{"n1", "n2", "n3"}, "", "", 0},
+	}
+	prev := make([][]string, len(steps))
+	for i, st := range steps {
+		ring := NewRing(st.members)
+		prev[i] = make([]string, len(fps))
+		moved := 0
+		for k, fp := range fps {
+			o := ring.Owner(fp)
+			prev[i][k] = o
+			if i == 0 {
+				continue
+			}
+			was := prev[i-1][k]
+			if o != was {
+				moved++
+				if st.joined != "" && o != st.joined {
+					t.Fatalf("%s: %x moved %s -> %s, not to %s", st.name, fp, was, o, st.joined)
+				}
+				if st.gone != "" && was != st.gone {
+					t.Fatalf("%s: %x moved %s -> %s, not away from %s", st.name, fp, was, o, st.gone)
+				}
+			}
+			if st.sameAs >= 0 && o != prev[st.sameAs][k] {
+				t.Fatalf("%s: %x owned by %s, was %s at %q", st.name, fp, o, prev[st.sameAs][k], steps[st.sameAs].name)
+			}
+		}
+		if i > 0 {
+			if frac := float64(moved) / float64(len(fps)); (st.joined != "" || st.gone != "") && (frac < 0.15 || frac > 0.35) {
+				t.Errorf("%s: %.2f of the URLs moved, want about 1/%d", st.name, frac, len(st.members))
+			}
+		}
+	}
+	if RingHash([]string{"b", "a", "a"}) != RingHash([]string{"a", "b"}) || RingHash([]string{"a"}) == RingHash([]string{"a", "b"}) {
+		t.Fatal("RingHash must depend on the member set only")
+	}
+}

@@ -346,3 +346,64 @@ func TestScheduleConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestScheduleHoldAndBusyHosts: a held node works on no phase (current -1,
+// closed) whatever the snapshot says; busyHosts names the hosts of the
+// phase it works on, and of the next one shortly before a swap, across a
+// change of Nphase at an epoch boundary.
+func TestScheduleHoldAndBusyHosts(t *testing.T) {
+	clk := &fakeClock{}
+	s := newTestSchedule(t, "b", clk) // 10s epochs
+	s.SetMembersFrom(0, []string{"a", "b", "c"})
+	s.SetMembersFrom(6, []string{"a", "b", "c", "d"}) // a join: Nphase 3 -> 4 from epoch 6
+	base := time.Unix(50, 0)                          // epoch 5: b works on (1+5) mod 3 = 0
+	s.SetHold(true)
+	if p, n, open := s.Active(base); p != 0 || n != 3 || open {
+		t.Fatalf("held: Active = (%d, %d, %v), want (0, 3, false)", p, n, open)
+	}
+	if st := s.At(base); !st.Held || st.Open || current(st) != -1 || st.Phase != 0 {
+		t.Fatalf("held: At = %+v, current %d", st, current(st))
+	}
+	s.SetHold(false)
+	if st := s.At(base); st.Held || !st.Open || current(st) != 0 {
+		t.Fatalf("released: %+v", st)
+	}
+	tests := []struct {
+		at        time.Duration
+		lookahead time.Duration
+		busy      []uint64 // host hashes that must be busy
+		free      []uint64
+	}{
+		// Epoch 5, Nphase 3: phase 0 (hashes 0, 3, 6 ...); the swap is 9s away.
+		{time.Second, time.Second, []uint64{0, 3, 6}, []uint64{1, 2, 4, 5}},
+		// 0.5s before the swap to epoch 6, where b works on (1+6) mod 4 = 3 of 4.
+		{9500 * time.Millisecond, time.Second, []uint64{0, 3, 6, 7, 11}, []uint64{1, 2, 4, 5, 8}},
+		// The same instant without lookahead: only the current phase.
+		{9500 * time.Millisecond, 0, []uint64{0, 3, 6}, []uint64{7, 11}},
+		// Epoch 6 itself: Nphase 4, phase 3.
+		{10 * time.Second, 0, []uint64{3, 7, 11}, []uint64{0, 1, 2, 4, 6}},
+	}
+	for _, tc := range tests {
+		busy := s.busyHosts(base.Add(tc.at), tc.lookahead)
+		for _, h := range tc.busy {
+			if !busy(h) {
+				t.Errorf("at +%v lookahead %v: host hash %d not busy", tc.at, tc.lookahead, h)
+			}
+		}
+		for _, h := range tc.free {
+			if busy(h) {
+				t.Errorf("at +%v lookahead %v: host hash %d busy", tc.at, tc.lookahead, h)
+			}
+		}
+	}
+	// busyHosts changes no state: the current snapshot is still in effect.
+	if p, n, _ := s.Active(base); p != 0 || n != 3 {
+		t.Fatalf("after busyHosts: Active = (%d, %d)", p, n)
+	}
+	// A node not in the snapshot (a leaver) has no busy host.
+	s2 := newTestSchedule(t, "z", clk)
+	s2.SetMembersFrom(0, []string{"a", "b"})
+	if s2.busyHosts(base, time.Second)(0) {
+		t.Fatal("a non-member has busy hosts")
+	}
+}

@@ -43,7 +43,7 @@ func (m *moved) add(o moved) { m.urls, m.fps, m.kept = m.urls+o.urls, m.fps+o.fp
 // scheduler's writes interleave with it.
 //
 // While the node crawls (busy is set), records whose host is in the phase
-// it works on now (or next, in the last second before a swap) are left for
+// it works on now (or next, shortly before a swap) are left for
 // a later pass: its scheduler may hold
 // them in the bucket, and a URL claimed there would be fetched here and
 // crawled again by its new owner.
@@ -61,7 +61,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 			return tot, err
 		}
 		if busy && len(recs) > 0 {
-			inPhase := c.sched.busyHosts(time.Now(), time.Second)
+			inPhase := c.sched.busyHosts(time.Now(), min(time.Second, c.cfg.PhaseDuration/4))
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
 				if r.State == frontier.Completed || !inPhase(frontier.HostHash(r.Host)) {
 					return false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
 		Outbox: filepath.Join(dir, "outbox.db"), Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
 		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second, HandoffTimeout: 30 * time.Second,
 		JoinTimeout: time.Minute,
-	}, f, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}, f, testLogger())
 	if err != nil {
 		_ = f.Close()
 		t.Fatal(err)
@@ -176,4 +177,11 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	if len(st.Members) != 2 || st.Members[1].Name != "b" || st.Members[1].State != "left" {
 		t.Fatalf("a's status members: %+v", st.Members)
 	}
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PHASECRAWL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -74,6 +74,7 @@ const (
 	MetricPhaseGuard         = "phasecrawl_phase_guard_seconds"
 	MetricURLsForwarded      = "phasecrawl_urls_forwarded_total"
 	MetricURLsReceived       = "phasecrawl_urls_received_total"
+	MetricExchangeBatches    = "phasecrawl_exchange_batches_total"
 	MetricOutboxURLs         = "phasecrawl_outbox_urls"
 	MetricRebalanceURLsMoved = "phasecrawl_rebalance_urls_moved_total"
 	MetricRebalanceFPsMoved  = "phasecrawl_rebalance_fingerprints_moved_total"
@@ -92,6 +93,7 @@ var ClusterMetricHelp = map[string]string{
 	MetricPhaseGuard:         "Guard interval before each phase swap in which no request starts.",
 	MetricURLsForwarded:      "URLs sent to their owner and acknowledged by it.",
 	MetricURLsReceived:       "URLs received from other members.",
+	MetricExchangeBatches:    "Batch messages sent to other members (each answered by one ack), resends included.",
 	MetricOutboxURLs:         "URLs waiting in the durable outbox, by peer (member name).",
 	MetricRebalanceURLsMoved: "URLs (IN_LIST or STALLED) moved to their new owner by rebalancing.",
 	MetricRebalanceFPsMoved:  "Fingerprints of COMPLETED URLs moved to their new owner by rebalancing.",
@@ -117,6 +119,7 @@ var standaloneSeries = []struct {
 	{MetricPhaseGuard, prometheus.GaugeValue, 0},
 	{MetricURLsForwarded, prometheus.CounterValue, 0},
 	{MetricURLsReceived, prometheus.CounterValue, 0},
+	{MetricExchangeBatches, prometheus.CounterValue, 0},
 	{MetricRebalanceURLsMoved, prometheus.CounterValue, 0},
 	{MetricRebalanceFPsMoved, prometheus.CounterValue, 0},
 	{MetricRebalanceRunning, prometheus.GaugeValue, 0},

@@ -1,9 +1,14 @@
+// Package cluster_test runs phasecrawl clusters as separate processes and
+// checks the cooperative crawl (issue 3) against the synthetic web's
+// oracle: every reachable page fetched exactly once across the cluster,
+// never two requests at once to a host, shares near the mean; with a
+// member joining, one leaving gracefully, one killed and restarted, and
+// one with the wrong key. The real phasecrawl binary is built once into a
+// temporary directory (without -race: the nodes are separate processes)
+// and runs on 127.0.0.x loopback addresses; the synthetic web runs as a
+// `phasecrawl synthweb` process whose report (what every host served, and
+// when) the tests read over HTTP.
 package cluster_test
-
-// Multi-process cluster tests: the real phasecrawl binary, built once into a
-// temporary directory, runs as separate processes on 127.0.0.x loopback
-// addresses; the synthetic web runs in the test process so that its report
-// (what every host served, and when) is the oracle.
 
 import (
 	"bufio"
@@ -16,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +99,8 @@ type procCluster struct {
 	phase   time.Duration
 	guard   time.Duration
 	delay   time.Duration
+	workers int
+	alone   bool     // a single node without the cluster layer (baseline)
 	extra   []string // more flags for every node
 	mu      sync.Mutex
 	procs   []*proc
@@ -113,7 +121,7 @@ type proc struct {
 func newProcCluster(t testing.TB, web *synthweb.Web, webAddr string) *procCluster {
 	dir := t.TempDir()
 	c := &procCluster{t: t, bin: phasecrawlBin(t), dir: dir, web: web, webAddr: webAddr, phase: 2 * time.Second,
-		guard: 300 * time.Millisecond, delay: 5 * time.Millisecond}
+		guard: 300 * time.Millisecond, delay: 5 * time.Millisecond, workers: 64}
 	c.keyFile = filepath.Join(dir, "cluster.key")
 	if err := os.WriteFile(c.keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -138,12 +146,14 @@ func (c *procCluster) add(i int) *proc {
 }
 
 func (c *procCluster) args(p *proc, join []string) []string {
-	args := []string{"run", "--name", p.name, "--data", p.data, "--http", p.api,
-		"--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile,
-		"--allow-private", "--allow-domain", c.web.Config().Domain,
+	args := []string{"run", "--name", p.name, "--data", p.data, "--http", p.api}
+	if !c.alone {
+		args = append(args, "--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile)
+	}
+	args = append(args, "--allow-private", "--allow-domain", c.web.Config().Domain,
 		"--resolve", c.web.ResolvePattern() + "=" + c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
-		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", "64"}
+		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", strconv.Itoa(c.workers))
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
@@ -517,6 +527,41 @@ func dirsOf(ps []*proc) map[string]string {
 	return m
 }
 
+// fetchEvent is one fetch of a URL as a node's crawl log has it.
+type fetchEvent struct {
+	node string
+	at   time.Time
+}
+
+// fetchEvents returns every fetch of the given URLs in the nodes' crawl
+// logs, by URL, oldest first.
+func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetchEvent {
+	out := map[string][]fetchEvent{}
+	for name, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, "crawl.log"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e struct {
+				Time   time.Time `json:"time"`
+				URL    string    `json:"url"`
+				Status int       `json:"status"`
+			}
+			if json.Unmarshal(sc.Bytes(), &e) == nil && urls[e.URL] && e.Status > 0 {
+				out[e.URL] = append(out[e.URL], fetchEvent{name, e.Time})
+			}
+		}
+		f.Close()
+	}
+	for _, evs := range out {
+		slices.SortFunc(evs, func(a, b fetchEvent) int { return a.at.Compare(b.at) })
+	}
+	return out
+}
+
 // crawlLogLines returns what each node's crawl log says about url: node,
 // time, status, reason (to tell where a duplicate fetch came from).
 func crawlLogLines(dirs map[string]string, url string) []string {
@@ -528,7 +573,8 @@ func crawlLogLines(dirs map[string]string, url string) []string {
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		needle := []byte(`"url":"` + url + `"`)
+		q, _ := json.Marshal(url) // as the log writes it (& is \u0026)
+		needle := append([]byte(`"url":`), q...)
 		for sc.Scan() {
 			if !bytes.Contains(sc.Bytes(), needle) {
 				continue
