@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -51,7 +52,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	delay := fs.Duration("delay", 10*time.Millisecond, "pause between two requests to one host")
-	workers := fs.Int("workers", 64, "fetch workers (per node)")
+	workers := fs.Int("workers", config.Default().Workers, "fetch workers (per node)")
 	hosts := fs.Int("hosts", synthweb.DefaultConfig().Hosts, "hosts of the synthetic web")
 	pages := fs.Int("pages", synthweb.DefaultConfig().Pages, "pages of the synthetic web")
 	data := fs.String("data", "", "data directory (default: a new temporary directory)")

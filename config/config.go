@@ -40,7 +40,7 @@ type Config struct {
 	Delay time.Duration `yaml:"delay"`
 	// UserAgent is sent with every request and used to pick the robots.txt group.
 	UserAgent string `yaml:"user_agent"`
-	// Workers is the number of fetch workers (each serves one host at a time). Default 64, valid 1..4096.
+	// Workers is the number of fetch workers (each serves one host at a time). Default 256, valid 1..4096.
 	Workers int `yaml:"workers"`
 	// ShutdownTimeout bounds how long in-flight fetches may run after SIGINT/SIGTERM. Default 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
@@ -236,7 +236,7 @@ func Default() Config {
 		HTTP:            "127.0.0.1:7070",
 		Delay:           time.Second,
 		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
-		Workers:         64,
+		Workers:         256,
 		ShutdownTimeout: 30 * time.Second,
 		Scope:           Scope{MaxPagesPerHost: 100000},
 		Fetch: Fetch{

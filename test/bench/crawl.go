@@ -54,13 +54,13 @@ func cpuTime() time.Duration {
 
 // RunPhasecrawl crawls the web served by srv with one phasecrawl node as
 // configured by webnode.NodeConfig (frontier persistence and WARC on, the
-// defaults; 64 workers) with delay 0, keeping its data under dir. It returns
+// defaults; config.Default().Workers workers) with delay 0, keeping its data under dir. It returns
 // once the node reports nothing left to do and has shut down (the
 // measurement stops before the shutdown).
 func RunPhasecrawl(ctx context.Context, srv *webnode.Server, dir string, timeout time.Duration) (Result, error) {
 	cfg := srv.NodeConfig("bench", dir, 0)
 	cfg.UserAgent = UserAgent
-	cfg.Workers = 64
+	cfg.Workers = config.Default().Workers
 	if !cfg.WARC.Enabled {
 		return Result{}, errors.New("bench: WARC output must be on")
 	}

@@ -70,7 +70,7 @@ func (s *Server) NodeConfig(name, dir string, delay time.Duration) config.Config
 	c.Resolve = []string{s.Web.ResolvePattern() + "=" + s.Addr}
 	c.AllowPrivate = true
 	c.Delay = delay
-	c.Workers = 64
+	c.Workers = config.Default().Workers
 	c.Scope.AllowDomains = []string{s.Web.Config().Domain}
 	c.Scope.MaxPagesPerHost = MaxPagesPerHost
 	c.Bucket.MaxQueueWait = 100 * time.Millisecond
