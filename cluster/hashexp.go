@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/url"
 	"strings"
 
@@ -215,39 +214,6 @@ func (t HashTable) Markdown() string {
 			r.Paper.Min, r.Paper.Max, r.Paper.MaxDevPct, r.Ours.Min, r.Ours.Max, r.Ours.MaxDevPct)
 	}
 	return b.String()
-}
-
-// GeneratedWebURLs returns a deterministic stand-in for the synthetic web's
-// URL list: pages spread over hosts named siteNNN.<domain> with Zipf-skewed
-// sizes (a few large sites, a long tail), paths /, /p/<n>.html and
-// /d<k>/p<n>.html.
-func GeneratedWebURLs(seed uint64, hosts, pages int, domain string) []string {
-	if hosts < 1 || pages < 1 {
-		return nil
-	}
-	r := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	z := rand.NewZipf(r, 1.2, 4, uint64(hosts-1))
-	perHost := make([]int, hosts)
-	for i := range hosts { // every host has a home page
-		perHost[i] = 1
-	}
-	for i := hosts; i < pages; i++ {
-		perHost[z.Uint64()]++
-	}
-	perm := r.Perm(hosts) // host rank is not name order
-	urls := make([]string, 0, pages)
-	for rank, n := range perHost {
-		host := fmt.Sprintf("site%03d.%s", perm[rank], domain)
-		urls = append(urls, "http://"+host+"/")
-		for p := 1; p < n; p++ {
-			if p%7 == 0 {
-				urls = append(urls, fmt.Sprintf("http://%s/d%d/p%d.html", host, p%13, p))
-			} else {
-				urls = append(urls, fmt.Sprintf("http://%s/p/%d.html", host, p))
-			}
-		}
-	}
-	return urls
 }
 
 // ReadURLList reads one URL per line; blank lines and lines starting with #

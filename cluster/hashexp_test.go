@@ -1,14 +1,24 @@
 package cluster
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
-// experimentLists returns the URL lists of the experiment: a stand-in for
-// the synthetic web (test/synthweb was not available to this package when
-// the experiment was written) and the university-shaped list in testdata.
+// synthWebName and siteName name the experiment's URL lists.
+const (
+	synthWebName = "synthetic web (test/synthweb default, ~590 hosts, Zipf sizes)"
+	siteName     = "university-shaped site (testdata, ~100 hosts)"
+)
+
+// experimentLists returns the URL lists of the experiment: the pages a
+// correct crawl of the default synthetic web fetches (test/synthweb's
+// oracle), and the university-shaped list in testdata.
 func experimentLists(t *testing.T) map[string][]string {
 	t.Helper()
 	f, err := os.Open(siteListPath)
@@ -20,10 +30,15 @@ func experimentLists(t *testing.T) map[string][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string][]string{
-		"synthetic web (500 hosts, Zipf sizes)":         GeneratedWebURLs(1, 500, 20000, "synth.test"),
-		"university-shaped site (testdata, ~100 hosts)": site,
+	wc := synthweb.DefaultConfig()
+	wc.TrapHosts = 0
+	web, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
 	}
+	exp := web.Expected(synthweb.Scope{Domains: []string{wc.Domain}, MaxPagesPerHost: 1000, UserAgent: "phasecrawl"})
+	urls := slices.Sorted(maps.Keys(exp.Pages))
+	return map[string][]string{synthWebName: urls, siteName: site}
 }
 
 func TestHashExperiment(t *testing.T) {
@@ -85,7 +100,7 @@ func TestSummarize(t *testing.T) {
 func TestPrintHashTables(t *testing.T) {
 	lists := experimentLists(t)
 	var b strings.Builder
-	for _, name := range []string{"synthetic web (500 hosts, Zipf sizes)", "university-shaped site (testdata, ~100 hosts)"} {
+	for _, name := range []string{synthWebName, siteName} {
 		b.WriteString(NodeTable(name, lists[name], 2, 10).Markdown() + "\n")
 		b.WriteString(PhaseTable(name, lists[name], 2, 10).Markdown() + "\n")
 	}

@@ -127,6 +127,7 @@ type Members struct {
 	// values its Members returns change under our feet (UpdateNode).
 	nodes map[string]Member
 	gone  map[string]Member // members that failed or left, until they come back
+	addr  string            // local gossip address, set at start
 }
 
 // StartMembers starts gossip and joins c.Join (if any). When no join address
@@ -186,6 +187,8 @@ func StartMembers(c MembersConfig) (*Members, error) {
 		return nil, fmt.Errorf("cluster: start gossip on %s:%d: %w", host, port, err)
 	}
 	m.ml = ml
+	ln := ml.LocalNode()
+	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	if len(c.Join) > 0 {
 		n, err := ml.Join(c.Join)
 		if n == 0 || err != nil {
@@ -208,11 +211,10 @@ func StartMembers(c MembersConfig) (*Members, error) {
 // Name returns the local member name.
 func (m *Members) Name() string { return m.cfg.Name }
 
-// Addr returns the local gossip address HOST:PORT (with the port actually bound).
-func (m *Members) Addr() string {
-	n := m.ml.LocalNode()
-	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-}
+// Addr returns the local gossip address HOST:PORT (with the port actually
+// bound). It is read once at start: memberlist rewrites its local node on
+// every metadata update.
+func (m *Members) Addr() string { return m.addr }
 
 // Alive returns the members not known to be dead or gone (state alive or
 // suspect), the local one included, sorted by name.

@@ -50,6 +50,9 @@ type NodeConfig struct {
 	// HandoffTimeout bounds the hand-off at Close: moving every record to
 	// its new owner and waiting for the outbox to drain. Default 60s.
 	HandoffTimeout time.Duration
+	// BatchDelay is the exchange's MaxDelay: the longest a partial batch
+	// waits. Default 200ms.
+	BatchDelay time.Duration
 	// JoinTimeout bounds how long a starting node waits, before it
 	// fetches, for every member to have moved the records it owns to it
 	// (see Cluster). Default 2m.
@@ -69,7 +72,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Name: cfg.Name, Gossip: k.Gossip, Join: k.Join, Key: key, Exchange: k.ExchangeAddr(), API: api,
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
-		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, Tune: tune,
+		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 	}
 }
 
@@ -283,6 +286,9 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.joining.Store(true)
 	xc := DefaultExchangeConfig()
 	xc.Name, xc.Listen, xc.Key, xc.Logger = cfg.Name, cfg.Exchange, cfg.Key, logger
+	if cfg.BatchDelay > 0 {
+		xc.MaxDelay = cfg.BatchDelay
+	}
 	xc.Outbox = c.outbox
 	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
@@ -425,7 +431,14 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
 		if c.members != nil {
-			errs = append(errs, c.handoff(), c.members.Leave(c.cfg.LeaveTimeout))
+			errs = append(errs, c.handoff())
+			if c.ring.Load().Len() == 0 && c.alive.Load() > 1 {
+				// Every other member is leaving too (a whole cluster
+				// stopped at once): nobody is left to tell.
+				_ = c.members.Leave(500 * time.Millisecond)
+			} else {
+				errs = append(errs, c.members.Leave(c.cfg.LeaveTimeout))
+			}
 		}
 		if c.rebCancel != nil {
 			c.rebCancel()

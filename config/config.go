@@ -91,6 +91,11 @@ type Cluster struct {
 	// fetches, for the others to move its records to it. Default 2m, valid
 	// 1s..1h.
 	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// BatchDelay is the longest a partial batch of URLs for another member
+	// waits in the outbox before it is sent (a full batch, 1000 URLs, goes
+	// at once). Default 200ms, valid 1ms..1m. Shorter: discovered URLs reach
+	// their owner sooner, in more messages.
+	BatchDelay time.Duration `yaml:"batch_delay"`
 	// FastGossip uses gossip timings for clusters on one machine (tests,
 	// demo): failures are detected in about a second. Never on a real
 	// network, where a busy node would be declared dead. Default false.
@@ -257,7 +262,8 @@ func Default() Config {
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
 		Log:      Log{Level: "info", Format: "text"},
-		Cluster:  Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute},
+		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute,
+			BatchDelay: 200 * time.Millisecond},
 	}
 }
 
@@ -383,6 +389,9 @@ func (c Cluster) validate() []string {
 	}
 	if c.JoinTimeout < time.Second || c.JoinTimeout > time.Hour {
 		bad("cluster.join_timeout=%s: must be in 1s..1h", c.JoinTimeout)
+	}
+	if c.BatchDelay < time.Millisecond || c.BatchDelay > time.Minute {
+		bad("cluster.batch_delay=%s: must be in 1ms..1m", c.BatchDelay)
 	}
 	for i, s := range c.NTP {
 		if strings.TrimSpace(s) == "" {

@@ -230,6 +230,12 @@ func (r *Robots) lead(ctx context.Context, key string, get RobotsGetFunc, c *rob
 	return c.e, c.err
 }
 
+// ErrAborted, returned (wrapped) by a RobotsGetFunc, means the caller chose
+// not to send the request (for example its crawl phase is ending): the
+// robots.txt is not marked unavailable, nothing is cached, and Check
+// returns the error.
+var ErrAborted = errors.New("fetch: request not sent")
+
 // load fetches and parses key's robots.txt. Its error is only ctx's.
 func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale *robotsEntry) (*robotsEntry, error) {
 	target := key + "/robots.txt"
@@ -238,6 +244,9 @@ func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale 
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
+			}
+			if errors.Is(err, ErrAborted) {
+				return nil, err // not the server's fault: nothing is cached
 			}
 			return r.unavailable(stale, fmt.Errorf("robots: %s: %w: %w", target, ErrRobotsUnavailable, err)), nil
 		}

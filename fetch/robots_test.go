@@ -444,3 +444,22 @@ func FuzzRobots(f *testing.F) {
 		}
 	})
 }
+
+// TestRobotsAborted: a get that declines to send (ErrAborted) is returned
+// as an error and caches nothing: the next Check fetches robots.txt.
+func TestRobotsAborted(t *testing.T) {
+	const h = "http://h.example/robots.txt"
+	w := newFakeWeb(map[string]fakeResp{h: {status: 200, body: "User-agent: *\nDisallow: /a\n"}})
+	r := NewRobots(RobotsConfig{TTL: time.Hour, ErrorTTL: 10 * time.Minute})
+	aborted := fmt.Errorf("phase closing: %w", ErrAborted)
+	_, _, err := r.Check(context.Background(), mustURL(t, "http://h.example/a"), func(context.Context, string) (int, http.Header, []byte, error) {
+		return 0, nil, nil, aborted
+	})
+	if !errors.Is(err, ErrAborted) || errors.Is(err, ErrRobotsUnavailable) {
+		t.Fatalf("aborted get: err = %v, want ErrAborted and not ErrRobotsUnavailable", err)
+	}
+	ok, _, err := r.Check(context.Background(), mustURL(t, "http://h.example/a"), w.get)
+	if err != nil || ok || w.total.Load() != 1 {
+		t.Fatalf("after an aborted get: ok=%v err=%v gets=%d; want the real robots.txt fetched (disallowed, 1 get)", ok, err, w.total.Load())
+	}
+}

@@ -11,16 +11,25 @@ import (
 // saves two group commits per trip, and a crash can never keep a page's
 // result without the links found on it. It returns how many URLs were new.
 func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) (added int, err error) {
+	o, err := f.settleOp(found, rs, requeue)
+	if err != nil || o == nil {
+		return 0, err
+	}
+	return f.submit(ctx, o)
+}
+
+// settleOp builds the write of Settle; nil when there is nothing to write.
+func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64) (*op, error) {
 	for _, r := range rs {
 		if r.State != Completed && r.State != Stalled {
-			return 0, fmt.Errorf("frontier: settle %016x: state=%s: must be completed or stalled", r.FP, r.State)
+			return nil, fmt.Errorf("frontier: settle %016x: state=%s: must be completed or stalled", r.FP, r.State)
 		}
 	}
 	adds := prepareURLs(found)
 	if len(adds) == 0 && len(rs) == 0 && len(requeue) == 0 {
-		return 0, nil
+		return nil, nil
 	}
-	return f.submit(ctx, &op{kind: opFunc, adds: adds, results: rs, fps: requeue, fn: func(st *txState) (int, error) {
+	return &op{kind: opFunc, adds: adds, results: rs, fps: requeue, fn: func(st *txState) (int, error) {
 		n, err := st.add(adds)
 		if err != nil {
 			return 0, fmt.Errorf("settle: add: %w", err)
@@ -32,7 +41,7 @@ func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requ
 			return 0, fmt.Errorf("settle: requeue: %w", err)
 		}
 		return n, nil
-	}})
+	}}, nil
 }
 
 // Pending is a write submitted without waiting (MarkInProgressAsync).
@@ -49,8 +58,29 @@ func (p *Pending) Poll() (done bool, err error) {
 	}
 }
 
-// Wait blocks until the write is committed or has failed.
-func (p *Pending) Wait() error { return (<-p.reply).err }
+// Wait blocks until the write is committed or has failed; n is what the
+// write reports (for SettleAsync: how many URLs were new).
+func (p *Pending) Wait() (n int, err error) {
+	r := <-p.reply
+	return r.n, r.err
+}
+
+// SettleAsync is Settle without waiting for the commit (see Pending). The
+// writer applies writes in submission order, so a later write never
+// overtakes it.
+func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) *Pending {
+	p := &Pending{reply: make(chan opReply, 1)}
+	o, err := f.settleOp(found, rs, requeue)
+	if err != nil || o == nil {
+		p.reply <- opReply{err: err}
+		return p
+	}
+	o.ctx, o.reply = ctx, p.reply
+	if err := f.send(ctx, o); err != nil {
+		p.reply <- opReply{err: err}
+	}
+	return p
+}
 
 // MarkInProgressAsync is MarkInProgress without waiting for the commit.
 // Writes are applied in the order they are submitted, so a Settle or

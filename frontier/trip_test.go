@@ -2,6 +2,8 @@ package frontier
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -68,7 +70,7 @@ func TestMarkInProgressAsync(t *testing.T) {
 	if _, err := f.Settle(ctx, nil, []Result{{FP: a, State: Completed, Status: 200}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Wait(); err != nil {
+	if _, err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if done, _ := p.Poll(); done {
@@ -84,7 +86,44 @@ func TestMarkInProgressAsync(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.MarkInProgressAsync(ctx, []uint64{Fingerprint(us[1].URL)}).Wait(); !errors.Is(err, ErrClosed) {
+	if _, err := f.MarkInProgressAsync(ctx, []uint64{Fingerprint(us[1].URL)}).Wait(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("mark after close: %v, want ErrClosed", err)
+	}
+}
+
+// TestSettleAsync: pages settled one by one without waiting are all applied
+// in order, each reports how many of its links were new, and an invalid
+// result fails at once.
+func TestSettleAsync(t *testing.T) {
+	f := open(t, nil)
+	us := gen("a", 1, 3)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	fps := fpsOf(us)
+	if err := f.MarkInProgress(ctx, fps); err != nil {
+		t.Fatal(err)
+	}
+	var ps []*Pending
+	for i, fp := range fps {
+		link := NewURL{URL: fmt.Sprintf("http://a0.test/link/%d", i%2), Host: "a0.test"} // pages 0 and 2 find the same link
+		ps = append(ps, f.SettleAsync(ctx, []NewURL{link}, []Result{{FP: fp, State: Completed}}, nil))
+	}
+	var added []int
+	for _, p := range ps {
+		n, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		added = append(added, n)
+	}
+	if !slices.Equal(added, []int{1, 1, 0}) {
+		t.Fatalf("added per page %v, want [1 1 0]", added)
+	}
+	if got := f.Counts(); got != (Counts{InList: 2, Completed: 3}) {
+		t.Fatalf("counts %+v", got)
+	}
+	if _, err := f.SettleAsync(ctx, nil, []Result{{FP: fps[0], State: InProgress}}, nil).Wait(); err == nil {
+		t.Fatal("SettleAsync with state IN_PROGRESS succeeded")
 	}
 }

@@ -237,7 +237,7 @@ func (s *scheduler) swap(phase, nphase int) {
 			n.log.Info("frontier re-keyed", "from", s.nphase, "to", nphase)
 		}
 	}
-	n.log.Info("phase swap", "from", s.phase, "to", phase, "nphase", nphase, "requeued", len(fps))
+	n.log.Debug("scheduler: phase swap", "from", s.phase, "to", phase, "nphase", nphase, "requeued", len(fps)) // the cluster logs the swap at info
 	s.nphase = n.front.Phases()
 	s.phase, s.cursor, s.scanned, s.idle = phase, nil, 0, false
 }

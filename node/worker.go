@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -28,12 +30,21 @@ type hostTrip struct {
 	found    []frontier.NewURL
 	requeue  []uint64
 	down     string // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+
+	// With a LocalSplitter router each page is recorded as soon as it is
+	// done (its links, then its result, in one asynchronous frontier write),
+	// so a crash loses at most the pages whose write was not committed yet;
+	// commit waits for them all before the element is given back.
+	split    LocalSplitter
+	settling []*frontier.Pending
+	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
 // themselves; runCtx being done means "start no new request".
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay}
+	t.split, _ = n.router.(LocalSplitter)
 	pd, _ := n.phases.(PhaseDeadline)
 	for i, it := range b.Items {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
@@ -55,6 +66,10 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	t.commit()
 	n.done <- finished{id: b.ID, wait: t.delay}
 }
+
+// errPhaseClosed: the host's phase ended (or entered its guard) before a
+// request could be sent; the URL goes back to IN_LIST untried.
+var errPhaseClosed = fmt.Errorf("node: the host's phase is closing: %w", fetch.ErrAborted)
 
 // phaseOpen reports whether this host's phase is still the node's active one.
 func (t *hostTrip) phaseOpen() bool {
@@ -86,6 +101,9 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if err := t.pace(ctx); err != nil {
 		return 0, nil, nil, err
 	}
+	if !t.phaseOpen() {
+		return 0, nil, nil, errPhaseClosed
+	}
 	resp, err := t.n.client.Fetch(ctx, u)
 	t.last = time.Now()
 	if err != nil {
@@ -105,6 +123,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			if err := n.clog.Write(entry); err != nil {
 				n.log.Error("crawl log", "error", err)
 			}
+			t.settlePage()
 		}
 	}()
 	if t.down != "" {
@@ -121,7 +140,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.delay = crawlDelay
 	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
 			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
 			return
@@ -144,7 +163,9 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.Reason, entry.Reason = "robots", "robots"
 		return
 	}
-	if err := t.pace(ctx); err != nil {
+	if err := t.pace(ctx); err != nil || !t.phaseOpen() {
+		// The pause may have run into the guard before a phase swap: a
+		// request started now could outlive the phase and be cut.
 		t.requeue = append(t.requeue, it.FP)
 		res.FP = 0
 		return
@@ -269,23 +290,57 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 	}
 }
 
+// settlePage records the page just finished (the last of t.results) with
+// the links found on it: the links owned elsewhere go to their owners'
+// outboxes first (durably), then one asynchronous frontier write adds the
+// local links and records the result, so a crash can lose a fetch but
+// never a discovered URL.
+func (t *hostTrip) settlePage() {
+	if t.split == nil || t.failed {
+		return // recorded by commit at the end of the trip
+	}
+	n := t.n
+	local, err := t.split.RouteForeign(n.persistCtx, t.found)
+	if err != nil {
+		// Keep the page and its links for commit, which tries again.
+		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
+		t.failed = true
+		return
+	}
+	res := t.results[len(t.results)-1:]
+	t.settling = append(t.settling, n.front.SettleAsync(n.persistCtx, local, res, nil))
+	t.results, t.found = nil, nil // owned by the write now
+}
+
 // commit makes the trip durable: the outlinks first (so a crash can lose a
 // fetch but never a discovered URL), then the results, then the requeues.
+// With a LocalSplitter it waits for the pages settled one by one and
+// records what is left (requeues, pages not recorded) in one write.
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
-	if sp, ok := n.router.(LocalSplitter); ok {
-		local, err := sp.RouteForeign(ctx, t.found)
+	if t.split != nil {
+		added := 0
+		for _, p := range t.settling {
+			k, err := p.Wait()
+			if err != nil {
+				// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
+				n.log.Error("record fetched page", "error", err)
+			}
+			added += k
+		}
+		local, err := t.split.RouteForeign(ctx, t.found)
 		if err != nil {
 			n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 			return
 		}
-		added, err := n.front.Settle(ctx, local, t.results, t.requeue)
+		k, err := n.front.Settle(ctx, local, t.results, t.requeue)
 		if err != nil {
 			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
 			n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
 			return
 		}
+		added += k
 		n.m.URLsNew.Add(float64(added))
 		if added > 0 || len(t.requeue) > 0 {
 			n.notify()

@@ -20,32 +20,49 @@ func metricSum(text, name string) float64 {
 	return sum
 }
 
-// BenchmarkCrawl crawls the cluster web (over 20,000 pages, delay 5ms) to
-// completion with one node alone and with three cluster nodes, each a
-// process on its own loopback address, and reports pages/s (from the
-// seeds to the last page) and, for the cluster, the exchange's network
-// messages (batches and their acks) per 100 forwarded URLs. Reproduce:
+// BenchmarkCrawl crawls the cluster web (over 20,000 pages) to completion
+// with one node alone and with three cluster nodes, each a process on its
+// own loopback address, and reports pages/s (from the seeds to the last
+// page) and, for the cluster, the exchange's batch messages per 100
+// forwarded URLs (each batch is answered by one ack). Reproduce:
 //
-//	go test ./test/cluster -run '^$' -bench Crawl -benchtime 1x
+//	go test ./test/cluster -run '^$' -bench Crawl -benchtime 1x -count 3
 //
-// PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_GUARD (durations) override
-// the cluster's phase duration (default 500ms) and guard (default 50ms).
+// The politeness delay is 20ms and the cluster's phases 600ms with a
+// 150ms guard: the guard must outlast a host's pacing (Crawl-delay up to
+// 80ms on this web) plus a slow response (up to 50ms), or requests are cut
+// at the swap and fetched again ("dups" counts the pages the web served
+// twice); and a phase should be short next to the time a node needs for
+// its share of a host's URLs, or hosts sit idle until their next owner's
+// phase comes (README, "Cluster performance"). PHASECRAWL_BENCH_DELAY,
+// PHASECRAWL_BENCH_PHASE, PHASECRAWL_BENCH_GUARD and
+// PHASECRAWL_BENCH_BATCH_DELAY (durations) override them and the
+// exchange's batch delay (200ms).
 func BenchmarkCrawl(b *testing.B) {
-	phase, guard := 500*time.Millisecond, 50*time.Millisecond
+	phase, guard := 600*time.Millisecond, 150*time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
 		phase = d
 	}
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_GUARD")); err == nil {
 		guard = d
 	}
+	delay := 20 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_DELAY")); err == nil {
+		delay = d
+	}
+	batchDelay := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY")
+	if batchDelay == "" {
+		batchDelay = "200ms"
+	}
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			var pagesPerSec, msgsPer100 float64
+			var pagesPerSec, msgsPer100, dups float64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				web, webAddr, exp := clusterWeb(b)
 				c := newProcCluster(b, web, webAddr)
-				c.phase, c.guard, c.alone = phase, guard, n == 1
+				c.phase, c.guard, c.alone, c.delay = phase, guard, n == 1, delay
+				c.env = []string{"PHASECRAWL_CLUSTER_BATCH_DELAY=" + batchDelay}
 				var ps []*proc
 				if n == 1 {
 					p := c.add(0)
@@ -53,7 +70,7 @@ func BenchmarkCrawl(b *testing.B) {
 					p.waitUp()
 					ps = []*proc{p}
 				} else {
-					ps = startClusterB(b, c, n)
+					ps = startCluster(b, c, n)
 				}
 				b.StartTimer()
 				start := time.Now()
@@ -88,32 +105,19 @@ func BenchmarkCrawl(b *testing.B) {
 					b.Errorf("%d pages fetched, want %d", int(pages), exp.Fetches)
 				}
 				pagesPerSec = pages / doneAt.Sub(start).Seconds()
+				if rep, err := webReport(webAddr); err == nil {
+					dups = float64(rep.Duplicates)
+				}
 				if forwarded > 0 {
 					msgsPer100 = 100 * batches / forwarded
 				}
 				c.killAll()
 			}
 			b.ReportMetric(pagesPerSec, "pages/s")
+			b.ReportMetric(dups, "dups")
 			if n > 1 {
 				b.ReportMetric(msgsPer100, "batches/100urls")
 			}
 		})
 	}
-}
-
-// startClusterB is startCluster for benchmarks.
-func startClusterB(b *testing.B, c *procCluster, n int) []*proc {
-	var ps []*proc
-	for i := 0; i < n; i++ {
-		p := c.add(i)
-		if i == 0 {
-			p.start()
-		} else {
-			p.start(ps[0].gossip)
-		}
-		p.waitUp()
-		ps = append(ps, p)
-	}
-	waitUntil(b, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
-	return ps
 }

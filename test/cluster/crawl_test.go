@@ -13,11 +13,12 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // startCluster starts n node processes on 127.0.0.1..n, each joining the
 // first, and waits until every one sees all of them and works on a phase.
-func startCluster(t *testing.T, c *procCluster, n int) []*proc {
+func startCluster(t testing.TB, c *procCluster, n int) []*proc {
 	t.Helper()
 	var ps []*proc
 	for i := 0; i < n; i++ {
@@ -34,21 +35,30 @@ func startCluster(t *testing.T, c *procCluster, n int) []*proc {
 	return ps
 }
 
-// TestProcThreeNodesCrawl: three node processes crawl a synthetic web of
-// over 20,000 pages to completion: every reachable page fetched exactly once
-// in the cluster, never two requests at once to a host, each node's share
-// of the pages within 15% of the mean.
-func TestProcThreeNodesCrawl(t *testing.T) {
+// startCrawl starts the cluster web and n nodes and posts the seeds to
+// node seedTo (they reach their owners).
+func startCrawl(t *testing.T, n, seedTo int) (*procCluster, synthweb.Expectation, []*proc) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster crawl in -short mode")
 	}
 	web, webAddr, exp := clusterWeb(t)
 	c := newProcCluster(t, web, webAddr)
-	ps := startCluster(t, c, 3)
-	start := time.Now()
-	if err := ps[2].postSeeds(web.Seeds()); err != nil {
+	ps := startCluster(t, c, n)
+	if err := ps[seedTo].postSeeds(web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
+	return c, exp, ps
+}
+
+// TestProcThreeNodesCrawl: three node processes crawl a synthetic web of
+// over 20,000 pages to completion: every reachable page fetched exactly once
+// in the cluster, never two requests at once to a host, each node's share
+// of the pages within 15% of the mean.
+func TestProcThreeNodesCrawl(t *testing.T) {
+	start := time.Now()
+	c, exp, ps := startCrawl(t, 3, 2)
+	webAddr := c.webAddr
 	waitDone(t, ps, 4*time.Minute)
 	elapsed := time.Since(start)
 	var pages []int64
@@ -122,15 +132,8 @@ func logged(p *proc, msg, key string) (records int, sum int64) {
 // the others before it leaves, and still every reachable page is fetched
 // exactly once, never two requests at once on a host.
 func TestProcJoinAndLeave(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process cluster crawl in -short mode")
-	}
-	web, webAddr, exp := clusterWeb(t)
-	c := newProcCluster(t, web, webAddr)
-	ps := startCluster(t, c, 3)
-	if err := ps[0].postSeeds(web.Seeds()); err != nil {
-		t.Fatal(err)
-	}
+	c, exp, ps := startCrawl(t, 3, 0)
+	webAddr := c.webAddr
 	all := slices.Clone(ps)
 	running := slices.Clone(ps)
 	leaver := ps[1]
@@ -200,11 +203,7 @@ func TestProcJoinAndLeave(t *testing.T) {
 	if states["node1"] != "left" || states["node3"] != "alive" || len(st.Members) != 4 {
 		t.Errorf("members seen by %s: %+v", running[0].name, st.Members)
 	}
-	for _, p := range running {
-		if s, err := p.status(); err == nil {
-			t.Logf("%s: pages=%d frontier=%+v", p.name, s.PagesFetched, s.Frontier)
-		}
-	}
+	logShares(t, running)
 }
 
 // TestProcKillAndRestart: one node is killed with SIGKILL mid-crawl; while
@@ -220,15 +219,8 @@ func TestProcJoinAndLeave(t *testing.T) {
 // the members move its share and the fingerprints of what they fetched for
 // it to it before it fetches, so no page is fetched twice after the rejoin.
 func TestProcKillAndRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process cluster crawl in -short mode")
-	}
-	web, webAddr, exp := clusterWeb(t)
-	c := newProcCluster(t, web, webAddr)
-	ps := startCluster(t, c, 3)
-	if err := ps[0].postSeeds(web.Seeds()); err != nil {
-		t.Fatal(err)
-	}
+	c, exp, ps := startCrawl(t, 3, 0)
+	webAddr := c.webAddr
 	victim := ps[2]
 	var pr progress
 	waitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
@@ -288,6 +280,11 @@ func TestProcKillAndRestart(t *testing.T) {
 	if len(unexplained) > 0 {
 		t.Errorf("%d duplicates not explained by the kill (of %d):\n%s", len(unexplained), rep.Duplicates, strings.Join(unexplained, "\n"))
 	}
+	logShares(t, ps)
+}
+
+// logShares logs each node's pages and frontier.
+func logShares(t *testing.T, ps []*proc) {
 	for _, p := range ps {
 		if s, err := p.status(); err == nil {
 			t.Logf("%s: pages=%d frontier=%+v", p.name, s.PagesFetched, s.Frontier)

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -101,6 +102,7 @@ type procCluster struct {
 	delay   time.Duration
 	workers int
 	alone   bool     // a single node without the cluster layer (baseline)
+	env     []string // more PHASECRAWL_* variables for every node
 	extra   []string // more flags for every node
 	mu      sync.Mutex
 	procs   []*proc
@@ -151,7 +153,7 @@ func (c *procCluster) args(p *proc, join []string) []string {
 		args = append(args, "--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile)
 	}
 	args = append(args, "--allow-private", "--allow-domain", c.web.Config().Domain,
-		"--resolve", c.web.ResolvePattern() + "=" + c.webAddr,
+		"--resolve", c.web.ResolvePattern()+"="+c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
 		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", strconv.Itoa(c.workers))
 	if len(join) > 0 {
@@ -178,6 +180,7 @@ func (p *proc) start(join ...string) {
 		"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
 		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
 	)
+	cmd.Env = append(cmd.Env, c.env...)
 	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
@@ -533,10 +536,23 @@ type fetchEvent struct {
 	at   time.Time
 }
 
-// fetchEvents returns every fetch of the given URLs in the nodes' crawl
-// logs, by URL, oldest first.
-func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetchEvent {
-	out := map[string][]fetchEvent{}
+// logEntry is a crawl log line (the fields the tests read).
+type logEntry struct {
+	Time   time.Time `json:"time"`
+	URL    string    `json:"url"`
+	Status int       `json:"status"`
+	Reason string    `json:"reason"`
+	Error  string    `json:"error"`
+}
+
+// eachLogEntry calls fn with every crawl log entry of every node whose line
+// mentions one of urls (as the log writes it: & is \u0026).
+func eachLogEntry(dirs map[string]string, urls []string, fn func(node string, e logEntry)) {
+	var needles [][]byte
+	for _, u := range urls {
+		q, _ := json.Marshal(u)
+		needles = append(needles, append([]byte(`"url":`), q...))
+	}
 	for name, dir := range dirs {
 		f, err := os.Open(filepath.Join(dir, "crawl.log"))
 		if err != nil {
@@ -545,17 +561,25 @@ func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetc
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			var e struct {
-				Time   time.Time `json:"time"`
-				URL    string    `json:"url"`
-				Status int       `json:"status"`
-			}
-			if json.Unmarshal(sc.Bytes(), &e) == nil && urls[e.URL] && e.Status > 0 {
-				out[e.URL] = append(out[e.URL], fetchEvent{name, e.Time})
+			var e logEntry
+			if slices.ContainsFunc(needles, func(n []byte) bool { return bytes.Contains(sc.Bytes(), n) }) &&
+				json.Unmarshal(sc.Bytes(), &e) == nil {
+				fn(name, e)
 			}
 		}
 		f.Close()
 	}
+}
+
+// fetchEvents returns every fetch of the given URLs in the nodes' crawl
+// logs, by URL, oldest first.
+func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetchEvent {
+	out := map[string][]fetchEvent{}
+	eachLogEntry(dirs, slices.Collect(maps.Keys(urls)), func(node string, e logEntry) {
+		if urls[e.URL] && e.Status > 0 {
+			out[e.URL] = append(out[e.URL], fetchEvent{node, e.Time})
+		}
+	})
 	for _, evs := range out {
 		slices.SortFunc(evs, func(a, b fetchEvent) int { return a.at.Compare(b.at) })
 	}
@@ -566,29 +590,10 @@ func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetc
 // time, status, reason (to tell where a duplicate fetch came from).
 func crawlLogLines(dirs map[string]string, url string) []string {
 	var out []string
-	for name, dir := range dirs {
-		f, err := os.Open(filepath.Join(dir, "crawl.log"))
-		if err != nil {
-			continue
+	eachLogEntry(dirs, []string{url}, func(node string, e logEntry) {
+		if e.URL == url {
+			out = append(out, fmt.Sprintf("%s %s %d %s %s", node, e.Time.Format("15:04:05.000"), e.Status, e.Reason, e.Error))
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		q, _ := json.Marshal(url) // as the log writes it (& is \u0026)
-		needle := append([]byte(`"url":`), q...)
-		for sc.Scan() {
-			if !bytes.Contains(sc.Bytes(), needle) {
-				continue
-			}
-			var e struct {
-				Time   time.Time `json:"time"`
-				Status int       `json:"status"`
-				Reason string    `json:"reason"`
-				Error  string    `json:"error"`
-			}
-			_ = json.Unmarshal(sc.Bytes(), &e)
-			out = append(out, fmt.Sprintf("%s %s %d %s %s", name, e.Time.Format("15:04:05.000"), e.Status, e.Reason, e.Error))
-		}
-		f.Close()
-	}
+	})
 	return out
 }
