@@ -54,6 +54,11 @@ type MembersConfig struct {
 	// Join lists HOST:PORT addresses of existing members (--join); empty
 	// starts a new cluster.
 	Join []string
+	// JoinRetry is how long Start keeps trying to reach the Join addresses
+	// when none answers (members starting at the same time, a peer being
+	// rescheduled); a key mismatch is never retried. Default (0): 30s;
+	// negative: one attempt.
+	JoinRetry time.Duration
 	// SecretKey is the cluster key (16, 24 or 32 bytes, --cluster-key-file):
 	// gossip is encrypted and authenticated with it. Required.
 	SecretKey []byte
@@ -190,13 +195,24 @@ func StartMembers(c MembersConfig) (*Members, error) {
 	ln := ml.LocalNode()
 	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	if len(c.Join) > 0 {
+		retry := c.JoinRetry
+		if retry == 0 {
+			retry = 30 * time.Second
+		}
+		deadline, wait := time.Now().Add(retry), 250*time.Millisecond
 		n, err := ml.Join(c.Join)
+		for (n == 0 || err != nil) && !keyMismatch(err) && time.Now().Add(wait).Before(deadline) {
+			m.log.Warn("join: no member answered yet, retrying", "join", strings.Join(c.Join, ","), "in", wait, "error", err)
+			time.Sleep(wait)
+			wait = min(2*wait, 4*time.Second)
+			n, err = ml.Join(c.Join)
+		}
 		if n == 0 || err != nil {
 			_ = ml.Shutdown()
 			if err == nil {
 				err = errors.New("no member answered")
 			}
-			if strings.Contains(err.Error(), "no installed keys could decrypt") || strings.Contains(err.Error(), "Encryption is configured but remote state is not encrypted") {
+			if keyMismatch(err) {
 				return nil, fmt.Errorf("cluster: join %s refused: the members use another cluster key; every member needs the same --cluster-key-file: %w",
 					strings.Join(c.Join, ","), err)
 			}
@@ -206,6 +222,15 @@ func StartMembers(c MembersConfig) (*Members, error) {
 		m.log.Info("joined cluster", "name", c.Name, "via", n, "members", ml.NumMembers())
 	}
 	return m, nil
+}
+
+// keyMismatch reports whether a join error says the peers use another key.
+func keyMismatch(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "no installed keys could decrypt") || strings.Contains(msg, "Encryption is configured but remote state is not encrypted")
 }
 
 // Name returns the local member name.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,5 +202,48 @@ func TestLoadKey(t *testing.T) {
 	}
 	if _, err := LoadKey(filepath.Join(dir, "missing")); err == nil || !strings.Contains(err.Error(), "--cluster-key-file") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestMembersJoinRetry: a node started before the member it joins keeps
+// trying until that member is up (nodes of a cluster start together),
+// and gives up with a clear error once JoinRetry has passed.
+func TestMembersJoinRetry(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	started := make(chan *Members, 1)
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		a, err := startTestMember(t, "node-a", addr, testKey)
+		if err != nil {
+			t.Errorf("start node-a on %s: %v", addr, err)
+		}
+		started <- a
+	}()
+	b, err := StartMembers(MembersConfig{
+		Name: "node-b", BindAddr: "127.0.0.1:0", Join: []string{addr}, SecretKey: testKey, JoinRetry: 15 * time.Second,
+		Logger: quietLogger(), Tune: FastTimings, LeavePropagate: 200 * time.Millisecond,
+	})
+	a := <-started
+	if a != nil {
+		defer a.Shutdown()
+	}
+	if err != nil {
+		t.Fatalf("join with retry: %v", err)
+	}
+	defer b.Shutdown()
+	waitNames(t, b, []string{"node-a", "node-b"})
+
+	// Nobody there: one attempt (negative JoinRetry) fails at once, naming the address.
+	_, err = StartMembers(MembersConfig{
+		Name: "node-c", BindAddr: "127.0.0.1:0", Join: []string{"127.0.0.1:1"}, SecretKey: testKey, JoinRetry: -1,
+		Logger: quietLogger(), Tune: FastTimings,
+	})
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("join of nobody: err = %v, want an error naming 127.0.0.1:1", err)
 	}
 }
