@@ -81,11 +81,30 @@ func (r localRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]
 
 // LocalSplitter is an optional Router extension: RouteForeign durably hands
 // the URLs owned by other nodes to their owners (outbox) and returns those
-// owned here, which the worker then records in the same frontier
-// transaction as its fetch results (frontier.Settle): one commit per host
-// trip instead of three.
+// owned here, which the worker then records in the same frontier write as
+// the page they were found on (frontier.Settle).
 type LocalSplitter interface {
 	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
+}
+
+// splitterOf returns r as a LocalSplitter; a Router without RouteForeign
+// gets every URL through Route, none recorded with the page.
+func splitterOf(r Router) LocalSplitter {
+	if sp, ok := r.(LocalSplitter); ok {
+		return sp
+	}
+	return routeAll{r}
+}
+
+// routeAll is the LocalSplitter of a plain Router.
+type routeAll struct{ r Router }
+
+func (a routeAll) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	if len(urls) == 0 {
+		return nil, nil
+	}
+	_, err := a.r.Route(ctx, urls)
+	return nil, err
 }
 
 // Options are the parts of a node that tests and the cluster replace.
@@ -115,6 +134,7 @@ type Node struct {
 	clog    *archive.CrawlLog
 	m       *Metrics
 	router  Router
+	split   LocalSplitter // router's view for workers (splitterOf)
 	phases  PhaseClock
 	cluster io.Closer // the cluster layer, closed before the frontier
 	ln      net.Listener
@@ -281,6 +301,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.router == nil {
 		n.router = localRouter{n.front}
 	}
+	n.split = splitterOf(n.router)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 // site is a tiny web of one host: / links to /a and /b, /b redirects to /c,
@@ -248,5 +249,31 @@ func TestAPIListenError(t *testing.T) {
 	_, err = New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil || !strings.Contains(err.Error(), "key http") {
 		t.Fatalf("err = %v, want it to name the http key", err)
+	}
+}
+
+// recordRouter is a Router without RouteForeign: it records what it is given.
+type recordRouter struct{ got []frontier.NewURL }
+
+func (r *recordRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
+	r.got = append(r.got, urls...)
+	return len(urls), nil
+}
+
+// TestSplitterOf: a LocalSplitter router is used as it is; a plain Router
+// receives every URL through Route and none is kept for the local write.
+func TestSplitterOf(t *testing.T) {
+	urls := []frontier.NewURL{{URL: "http://a.test/1", Host: "a.test"}, {URL: "http://b.test/2", Host: "b.test"}}
+	local, err := splitterOf(localRouter{}).RouteForeign(context.Background(), urls)
+	if err != nil || len(local) != 2 {
+		t.Fatalf("localRouter: local %v, err %v; want both URLs local", local, err)
+	}
+	rr := &recordRouter{}
+	local, err = splitterOf(rr).RouteForeign(context.Background(), urls)
+	if err != nil || len(local) != 0 || len(rr.got) != 2 {
+		t.Fatalf("plain router: local %v, routed %v, err %v; want none local, both routed", local, rr.got, err)
+	}
+	if local, err = splitterOf(rr).RouteForeign(context.Background(), nil); err != nil || local != nil || len(rr.got) != 2 {
+		t.Fatalf("plain router, no URLs: local %v, routed %d, err %v; want nothing routed", local, len(rr.got), err)
 	}
 }

@@ -31,11 +31,10 @@ type hostTrip struct {
 	requeue  []uint64
 	down     string // error kind once the host looks unreachable: the rest of the list is STALLED without a try
 
-	// With a LocalSplitter router each page is recorded as soon as it is
-	// done (its links, then its result, in one asynchronous frontier write),
-	// so a crash loses at most the pages whose write was not committed yet;
-	// commit waits for them all before the element is given back.
-	split    LocalSplitter
+	// Each page is recorded as soon as it is done (its links, then its
+	// result, in one asynchronous frontier write), so a crash loses at most
+	// the pages whose write was not committed yet; commit waits for them
+	// all before the element is given back.
 	settling []*frontier.Pending
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
 }
@@ -44,7 +43,6 @@ type hostTrip struct {
 // themselves; runCtx being done means "start no new request".
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay}
-	t.split, _ = n.router.(LocalSplitter)
 	pd, _ := n.phases.(PhaseDeadline)
 	for i, it := range b.Items {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
@@ -296,11 +294,11 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 // local links and records the result, so a crash can lose a fetch but
 // never a discovered URL.
 func (t *hostTrip) settlePage() {
-	if t.split == nil || t.failed {
+	if t.failed {
 		return // recorded by commit at the end of the trip
 	}
 	n := t.n
-	local, err := t.split.RouteForeign(n.persistCtx, t.found)
+	local, err := n.split.RouteForeign(n.persistCtx, t.found)
 	if err != nil {
 		// Keep the page and its links for commit, which tries again.
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -312,62 +310,37 @@ func (t *hostTrip) settlePage() {
 	t.results, t.found = nil, nil // owned by the write now
 }
 
-// commit makes the trip durable: the outlinks first (so a crash can lose a
-// fetch but never a discovered URL), then the results, then the requeues.
-// With a LocalSplitter it waits for the pages settled one by one and
-// records what is left (requeues, pages not recorded) in one write.
+// commit makes the trip durable: it waits for the pages settled one by one
+// and records what is left in one write (pages not recorded yet with their
+// links — the links routed first, so a crash can lose a fetch but never a
+// discovered URL — and the URLs the trip did not get to).
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
-	if t.split != nil {
-		added := 0
-		for _, p := range t.settling {
-			k, err := p.Wait()
-			if err != nil {
-				// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
-				n.log.Error("record fetched page", "error", err)
-			}
-			added += k
-		}
-		local, err := t.split.RouteForeign(ctx, t.found)
+	added := 0
+	for _, p := range t.settling {
+		k, err := p.Wait()
 		if err != nil {
-			n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
-			return
-		}
-		k, err := n.front.Settle(ctx, local, t.results, t.requeue)
-		if err != nil {
-			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
-			n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
-			return
+			// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
+			n.log.Error("record fetched page", "error", err)
 		}
 		added += k
-		n.m.URLsNew.Add(float64(added))
-		if added > 0 || len(t.requeue) > 0 {
-			n.notify()
-		}
+	}
+	local, err := n.split.RouteForeign(ctx, t.found)
+	if err != nil {
+		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 		return
 	}
-	if len(t.found) > 0 {
-		added, err := n.router.Route(ctx, t.found)
-		if err != nil {
-			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
-			n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
-			return
-		}
-		n.m.URLsNew.Add(float64(added))
-		if added > 0 {
-			n.notify()
-		}
+	k, err := n.front.Settle(ctx, local, t.results, t.requeue)
+	if err != nil {
+		// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
+		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
+		return
 	}
-	if len(t.results) > 0 {
-		if err := n.front.Finish(ctx, t.results); err != nil {
-			n.log.Error("record fetch results", "error", err)
-		}
-	}
-	if len(t.requeue) > 0 {
-		if err := n.front.Requeue(ctx, t.requeue); err != nil {
-			n.log.Error("requeue unfetched URLs", "error", err)
-		}
+	added += k
+	n.m.URLsNew.Add(float64(added))
+	if added > 0 || len(t.requeue) > 0 {
+		n.notify()
 	}
 }
 
