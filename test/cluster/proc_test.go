@@ -34,48 +34,21 @@ import (
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
+
+	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	binDir    string
-)
-
+// TestMain removes the binary built for the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// phasecrawlBin builds the phasecrawl command (without -race: the nodes are
-// separate processes; the test process keeps its own instrumentation).
+// phasecrawlBin returns the phasecrawl binary, built once per test process.
 func phasecrawlBin(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "phasecrawl-bin-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(binDir, "phasecrawl")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testbin.Path(t)
 }
 
 // freePort returns a TCP port free on ip right now.

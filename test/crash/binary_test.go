@@ -3,60 +3,31 @@ package crash
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-var (
-	buildOnce sync.Once
-	buildBin  string
-	buildErr  error
-	buildDir  string
+	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
 
 // TestMain removes the binary built for the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
-// binary builds phasecrawl once per test process (without -race: the crawl is what is tested).
+// binary returns the phasecrawl binary, built once per test process.
 func binary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		root, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = fmt.Errorf("go env GOMOD: %w", err)
-			return
-		}
-		if buildDir, err = os.MkdirTemp("", "phasecrawl-crash-bin-"); err != nil {
-			buildErr = err
-			return
-		}
-		buildBin = filepath.Join(buildDir, "phasecrawl")
-		cmd := exec.Command("go", "build", "-o", buildBin, ".")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(root)))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return buildBin
+	return testbin.Path(t)
 }
 
 // logBuffer keeps what a child writes (the last max bytes), safe for concurrent use.
