@@ -120,6 +120,7 @@ type Member struct {
 // Members is this node's view of the cluster membership.
 type Members struct {
 	ml       *memberlist.Memberlist
+	probe    time.Duration // memberlist's ProbeInterval
 	log      *slog.Logger
 	cfg      MembersConfig
 	changes  chan struct{}
@@ -192,6 +193,7 @@ func StartMembers(c MembersConfig) (*Members, error) {
 		return nil, fmt.Errorf("cluster: start gossip on %s:%d: %w", host, port, err)
 	}
 	m.ml = ml
+	m.probe = mc.ProbeInterval
 	ln := ml.LocalNode()
 	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	if len(c.Join) > 0 {
@@ -500,3 +502,7 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// ProbeInterval is the gossip failure detector's probe interval: a member
+// frozen for less than that cannot have been declared dead by the others.
+func (m *Members) ProbeInterval() time.Duration { return m.probe }

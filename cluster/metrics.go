@@ -50,11 +50,12 @@ var (
 	dMovedFPs    = desc(node.MetricRebalanceFPsMoved)
 	dRebalancing = desc(node.MetricRebalanceRunning)
 	dJoining     = desc(node.MetricJoinWaiting)
+	dPauses      = desc(node.MetricPauses)
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining} {
+		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses} {
 		ch <- d
 	}
 }
@@ -78,6 +79,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dMembers, float64(c.alive.Load()))
 	gauge(dPhase, float64(current(st)))
 	counter(dSwaps, float64(c.swaps.Load()))
+	counter(dPauses, float64(c.pauses.Load()))
 	var cs ClockState
 	if c.clock != nil {
 		cs = c.clock.State()

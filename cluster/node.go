@@ -117,6 +117,7 @@ type Cluster struct {
 	rebalancing atomic.Bool
 	rebKick     chan struct{}
 	swaps       atomic.Uint64
+	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	movedURLs   atomic.Uint64
 	movedFPs    atomic.Uint64
 

@@ -186,6 +186,25 @@ type Schedule struct {
 	mu    sync.Mutex
 	snaps []snapshot // ascending by from
 	hold  atomic.Bool
+	fence atomic.Int64 // cluster epoch before which this node stays off its phase (Fence)
+}
+
+// Fence keeps this node off its phase (Active reports closed) until the
+// start of the epoch `epochs` after the current one. The cluster layer calls
+// it when the process was frozen (SIGSTOP, a VM pause, a stalled host) for
+// long enough that the others may have declared it dead and moved its phase
+// to someone else: the member lists converge again and the new assignment
+// takes effect at an epoch boundary, so the node waits for those before it
+// contacts a web server again.
+func (s *Schedule) Fence(now time.Time, epochs int) int64 {
+	cnow, _ := s.clusterNow(now)
+	until := Epoch(cnow, s.cfg.PhaseDuration) + int64(max(epochs, 1))
+	for {
+		old := s.fence.Load()
+		if old >= until || s.fence.CompareAndSwap(old, until) {
+			return max(old, until)
+		}
+	}
 }
 
 // SetHold holds this node off its phase (Active reports closed) while on is
@@ -300,7 +319,7 @@ func (s *Schedule) stateAt(cnow time.Time, u time.Duration) PhaseState {
 		st.Phase = phaseAt(r, e, n)
 		st.Open = cnow.Before(st.GuardStart)
 	}
-	if s.hold.Load() {
+	if s.hold.Load() || e < s.fence.Load() {
 		st.Held, st.Open = true, false
 	}
 	return st

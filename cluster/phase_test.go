@@ -407,3 +407,34 @@ func TestScheduleHoldAndBusyHosts(t *testing.T) {
 		t.Fatal("a non-member has busy hosts")
 	}
 }
+
+func TestScheduleFence(t *testing.T) {
+	clk := &fakeClock{}
+	s := newTestSchedule(t, "b", clk) // 10s epochs
+	s.SetMembersFrom(0, []string{"a", "b", "c"})
+	base := time.Unix(53, 0) // epoch 5
+	if until := s.Fence(base, 2); until != 7 {
+		t.Fatalf("Fence = epoch %d, want 7", until)
+	}
+	// A shorter fence never shortens a longer one.
+	if until := s.Fence(base.Add(10*time.Second), 1); until != 7 {
+		t.Fatalf("second Fence = epoch %d, want 7", until)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		open bool
+	}{
+		{0, false},                      // epoch 5
+		{16 * time.Second, false},       // epoch 6
+		{17 * time.Second, true},        // epoch 7: fenced no more
+		{17*time.Second - 1, false},     // the last instant of epoch 6
+		{25 * time.Second, true},        // epoch 7, before its guard
+		{26*time.Second + 999e6, false}, // epoch 7, in the guard (1s)
+	} {
+		st := s.At(base.Add(tt.at))
+		held := tt.at < 17*time.Second
+		if st.Open != tt.open || st.Held != held {
+			t.Errorf("at +%v: open %v held %v, want open %v held %v", tt.at, st.Open, st.Held, tt.open, held)
+		}
+	}
+}

@@ -359,13 +359,28 @@ func current(st PhaseState) int {
 	return st.Phase
 }
 
-// watchPhases counts and logs this node's phase swaps.
+// watchPhases counts and logs this node's phase swaps, and fences the node
+// after the process was frozen: when two of its ticks are further apart
+// than a gossip probe interval, the others may have declared this node dead
+// and given its phase to someone else, so it stays off its phase for two
+// epochs (Schedule.Fence) while the member lists converge again.
 func (c *Cluster) watchPhases(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
+	const tick = 50 * time.Millisecond
+	t := time.NewTicker(tick)
 	defer t.Stop()
 	last, lastN := -1, 0
+	limit := max(c.members.ProbeInterval(), 4*tick)
+	prev := time.Now()
 	for {
-		st := c.sched.At(time.Now())
+		now := time.Now()
+		if frozen := now.Sub(prev); frozen > limit {
+			c.pauses.Add(1)
+			until := c.sched.Fence(now, 2)
+			c.log.Warn("this process was frozen longer than a gossip probe interval: holding off the phases until the members agree again",
+				"frozen", frozen.Round(time.Millisecond), "limit", limit, "until_epoch", until)
+		}
+		prev = now
+		st := c.sched.At(now)
 		if cur := current(st); cur != last || (cur >= 0 && st.NPhase != lastN) {
 			if cur >= 0 {
 				c.swaps.Add(1)

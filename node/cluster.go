@@ -80,6 +80,7 @@ const (
 	MetricRebalanceFPsMoved  = "phasecrawl_rebalance_fingerprints_moved_total"
 	MetricRebalanceRunning   = "phasecrawl_rebalance_running"
 	MetricJoinWaiting        = "phasecrawl_cluster_join_waiting"
+	MetricPauses             = "phasecrawl_cluster_pauses_total"
 )
 
 // ClusterMetricHelp is the help text of each cluster series.
@@ -124,6 +125,7 @@ var standaloneSeries = []struct {
 	{MetricRebalanceFPsMoved, prometheus.CounterValue, 0},
 	{MetricRebalanceRunning, prometheus.GaugeValue, 0},
 	{MetricJoinWaiting, prometheus.GaugeValue, 0},
+	{MetricPauses, prometheus.CounterValue, 0},
 }
 
 func standaloneDesc(name string) *prometheus.Desc {

@@ -136,7 +136,8 @@ type Node struct {
 	router  Router
 	split   LocalSplitter // router's view for workers (splitterOf)
 	phases  PhaseClock
-	cluster io.Closer // the cluster layer, closed before the frontier
+	lat     *latencies // per-host response times, for the phase deadline (worker.go)
+	cluster io.Closer  // the cluster layer, closed before the frontier
 	ln      net.Listener
 
 	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
@@ -187,6 +188,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		cfg:     cfg,
 		log:     log.With("node", cfg.Name),
 		phases:  opts.Phases,
+		lat:     newLatencies(),
 		started: time.Now(),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan finished, cfg.Workers*2),

@@ -29,7 +29,9 @@ type hostTrip struct {
 	results  []frontier.Result
 	found    []frontier.NewURL
 	requeue  []uint64
-	down     string // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+	pd       PhaseDeadline // nil without phases that end
+	expect   time.Duration // the host's expected response time (latencies)
 
 	// Each page is recorded as soon as it is done (its links, then its
 	// result, in one asynchronous frontier write), so a crash loses at most
@@ -44,6 +46,9 @@ type hostTrip struct {
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay}
 	pd, _ := n.phases.(PhaseDeadline)
+	if pd != nil {
+		t.pd, t.expect = pd, n.lat.get(b.Host)
+	}
 	for i, it := range b.Items {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
 		if pd != nil {
@@ -69,10 +74,34 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 // request could be sent; the URL goes back to IN_LIST untried.
 var errPhaseClosed = fmt.Errorf("node: the host's phase is closing: %w", fetch.ErrAborted)
 
-// phaseOpen reports whether this host's phase is still the node's active one.
+// phaseOpen reports whether this host's phase is still the node's active
+// one and, when phases end, whether a request started now is expected to be
+// answered before the phase's request deadline: twice the host's remembered
+// response time (at most a quarter of the phase) must fit, so a host known
+// to be slow stops early instead of being cut at the swap (its URL would be
+// fetched twice).
 func (t *hostTrip) phaseOpen() bool {
-	phase, nphase, open := t.n.phases.Active(time.Now())
-	return open && frontier.PhaseOf(t.hostHash, nphase) == phase
+	now := time.Now()
+	phase, nphase, open := t.n.phases.Active(now)
+	if !open || frontier.PhaseOf(t.hostHash, nphase) != phase {
+		return false
+	}
+	if t.pd == nil || t.expect == 0 {
+		return true
+	}
+	// Capped at a quarter of the phase: a host slower than that is still
+	// tried early in each phase (and may be cut), never starved.
+	need := min(2*t.expect, t.n.cfg.Cluster.PhaseDuration/4)
+	return now.Add(need).Before(t.pd.Deadline(now))
+}
+
+// observe remembers how long the host took to answer.
+func (t *hostTrip) observe(d time.Duration) {
+	if t.pd == nil {
+		return
+	}
+	t.expect = max(d, t.expect)
+	t.n.lat.observe(t.host, d)
 }
 
 // pace waits until the host's delay has passed since the previous request.
@@ -102,11 +131,13 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
+	start := time.Now()
 	resp, err := t.n.client.Fetch(ctx, u)
 	t.last = time.Now()
 	if err != nil {
 		return 0, nil, nil, err
 	}
+	t.observe(t.last.Sub(start))
 	t.archive(resp)
 	return resp.Status, resp.Header, resp.Body, nil
 }
@@ -191,6 +222,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		}
 		return
 	}
+	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
 	n.m.BytesFetched.Add(float64(len(resp.RawBody)))

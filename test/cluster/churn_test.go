@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // fault is one injected fault and its time window: from the signal (or the
@@ -39,10 +40,10 @@ func (f fault) String() string {
 // once by default; PHASECRAWL_CHURN=<duration> repeats it until at least
 // that long has passed (the web is slowed so the crawl outlasts it). Then
 // the crawl finishes and the oracle must find every reachable page fetched
-// and nothing else. The synthweb report has no per-fetch times, so
-// duplicates are bounded as a whole (see dupBound) and each duplicate is
-// attributed to the fault windows from the nodes' crawl logs; the hosts
-// with two requests in flight at once are reported.
+// and nothing else; duplicates stay under a bound (see dupBound), and every
+// duplicate fetch, overlapping request and politeness gap under the delay,
+// placed in time by the web's per-request record (synthweb.Visits), must
+// fall inside a fault window; what happens inside each window is logged.
 func TestProcChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster churn in -short mode")
@@ -175,6 +176,10 @@ func TestProcChurn(t *testing.T) {
 		}
 		settle(p.name+" back after SIGCONT", running, 90*time.Second)
 		end(f)
+		pausedFor := f.to.Sub(f.from)
+		if n := len(p.logRecords("this process was frozen")); n < 1 {
+			t.Errorf("%s was stopped for %s but never fenced itself (no \"this process was frozen\" log record)", p.name, pausedFor.Round(time.Millisecond))
+		}
 		if time.Since(start) >= churn {
 			break
 		}
@@ -221,33 +226,42 @@ func TestProcChurn(t *testing.T) {
 		t.Errorf("%d violations:\n%s", len(vs), strings.Join(vs, "\n"))
 	}
 
-	// Duplicates: each one attributed to the fault windows from the crawl
-	// logs (a fetch at most 2 phases after a window's end counts in it: a
-	// resumed or restarted node finishes the trips it had).
-	dup := map[string]bool{}
-	dups := 0
-	for u, n := range rep.URLs {
-		if n > 1 && exp.Pages[u] {
-			dup[u] = true
-			dups += n - 1
-		}
+	// Duplicates, overlaps and short gaps, each placed in time by the web's
+	// per-request record: outside the fault windows there must be none. A
+	// window runs from the signal (or a joiner's start) until the members
+	// agree again, plus slack: a resumed or restarted node finishes the trips
+	// it had, and the phase assignment follows membership at the next epoch.
+	visits, err := webVisits(webAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	need := func(h string) time.Duration { return max(c.delay, exp.CrawlDelay[h]) }
 	slack := 2 * c.phase
-	perFault := make([]int, len(faults))
-	outside := []string{}
-	for u, evs := range fetchEvents(dirsOf(all), dup) {
-		for _, e := range evs[1:] {
-			in := -1
-			for i, f := range faults {
-				if !e.at.Before(f.from) && !e.at.After(f.to.Add(slack)) {
-					in = i
-				}
+	type tally struct{ duplicate, overlap, gap int }
+	perFault := make([]tally, len(faults))
+	var outside []synthweb.Incident
+	dups := 0
+	for _, in := range synthweb.Incidents(visits, need) {
+		if in.Kind == "duplicate" {
+			dups++
+		}
+		w := -1
+		for i, f := range faults {
+			if !in.At.Before(f.from) && !in.At.After(f.to.Add(slack)) {
+				w = i
 			}
-			if in >= 0 {
-				perFault[in]++
-			} else {
-				outside = append(outside, fmt.Sprintf("%s: %s", u, strings.Join(crawlLogLines(dirsOf(all), u), "; ")))
-			}
+		}
+		if w < 0 {
+			outside = append(outside, in)
+			continue
+		}
+		switch in.Kind {
+		case "duplicate":
+			perFault[w].duplicate++
+		case "overlap":
+			perFault[w].overlap++
+		case "gap":
+			perFault[w].gap++
 		}
 	}
 	// The bound: a kill or a pause cuts at most one trip per worker (its
@@ -263,11 +277,24 @@ func TestProcChurn(t *testing.T) {
 	bound := hard * c.workers * (1 + config.Default().Bucket.ListCap)
 	t.Logf("oracle: %d URLs fetched of %d expected pages, %d duplicates (bound %d for %d kills/pauses), %d hosts with overlapping requests: %v, %d politeness-gap findings",
 		len(rep.URLs), exp.Fetches, dups, bound, hard, len(overlaps), overlaps, len(gaps))
-	for _, g := range gaps {
-		t.Logf("  %s", g)
-	}
 	if dups > bound {
 		t.Errorf("%d duplicate fetches, want at most %d", dups, bound)
+	}
+	if len(outside) > 0 {
+		lines := []string{}
+		for i, in := range outside {
+			if i == 20 {
+				lines = append(lines, fmt.Sprintf("... %d more", len(outside)-20))
+				break
+			}
+			line := in.String()
+			if in.Kind == "duplicate" {
+				u := "http://" + in.Host + strings.Fields(in.Detail)[0]
+				line += " — " + strings.Join(crawlLogLines(dirsOf(all), u), "; ")
+			}
+			lines = append(lines, line)
+		}
+		t.Errorf("%d duplicates, overlaps or short gaps outside every fault window:\n%s", len(outside), strings.Join(lines, "\n"))
 	}
 	// What happened inside each window: pages fetched, duplicates.
 	fetched := make([]int, len(faults))
@@ -292,15 +319,8 @@ func TestProcChurn(t *testing.T) {
 		f.Close()
 	}
 	for i, f := range faults {
-		t.Logf("window %s: %d pages fetched in it (%d when it began), %d repeated fetches attributed to it", f, fetched[i], f.pagesAt, perFault[i])
-	}
-	t.Logf("%d repeated fetches outside every fault window", len(outside))
-	for i, o := range outside {
-		if i == 20 {
-			t.Logf("  ... %d more", len(outside)-20)
-			break
-		}
-		t.Logf("  %s", o)
+		t.Logf("window %s: %d pages fetched in it (%d when it began); in it (+%s): %d duplicates, %d overlaps, %d short gaps",
+			f, fetched[i], f.pagesAt, slack, perFault[i].duplicate, perFault[i].overlap, perFault[i].gap)
 	}
 	t.Logf("total %s (churn %s, then the crawl's end)", time.Since(start).Round(time.Second), churnEnd.Sub(start).Round(time.Second))
 	logShares(t, running)

@@ -434,6 +434,20 @@ func webReport(addr string) (synthweb.Report, error) {
 	return rep, json.NewDecoder(resp.Body).Decode(&rep)
 }
 
+// webVisits reads every request the web served (synthweb.Web.Visits).
+func webVisits(addr string) (map[string][]synthweb.Visit, error) {
+	var vs map[string][]synthweb.Visit
+	resp, err := httpClient.Get("http://" + addr + synthweb.VisitsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("synthweb visits: %s", resp.Status)
+	}
+	return vs, json.NewDecoder(resp.Body).Decode(&vs)
+}
+
 // checkCrawl applies the synthweb oracle to the whole cluster: every
 // reachable page fetched exactly once (at most maxDup duplicates), nothing
 // else, polite gaps and never two requests at once on a host across the

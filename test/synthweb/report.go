@@ -6,18 +6,23 @@ import (
 	"strings"
 )
 
-// ReportPath is where WithReport serves the report.
-const ReportPath = "/_synthweb/report"
+// ReportPath is where WithReport serves the report; VisitsPath serves
+// Visits.
+const (
+	ReportPath = "/_synthweb/report"
+	VisitsPath = "/_synthweb/visits"
+)
 
 // WithReport returns a handler that serves the web and, at ReportPath on a
 // host outside the web's domain (the listener's own address, e.g.
-// http://127.0.0.1:8080/_synthweb/report), the Report as JSON: so a test
+// http://127.0.0.1:8080/_synthweb/report), the Report as JSON (at
+// VisitsPath, Visits): so a test
 // can read what a web running in another process served. GET only.
 func (w *Web) WithReport() http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		host := hostOnly(r.Host)
 		d := w.cfg.Domain
-		if r.URL.Path != ReportPath || host == d || strings.HasSuffix(host, "."+d) {
+		if (r.URL.Path != ReportPath && r.URL.Path != VisitsPath) || host == d || strings.HasSuffix(host, "."+d) {
 			w.ServeHTTP(rw, r)
 			return
 		}
@@ -26,6 +31,10 @@ func (w *Web) WithReport() http.Handler {
 			return
 		}
 		rw.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == VisitsPath {
+			_ = json.NewEncoder(rw).Encode(w.Visits())
+			return
+		}
 		_ = json.NewEncoder(rw).Encode(w.Report())
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,19 @@ type hostStats struct {
 	urls        map[string]int // request URI -> count (known URLs, robots.txt excluded)
 	disallowed  []string       // request URIs the requester's robots group disallows
 	unknown     map[string]int // unknown paths
+	visits      []Visit        // every request, in order of completion (at most maxVisits)
+}
+
+// maxVisits caps the requests recorded one by one per host (Visits).
+const maxVisits = 50000
+
+// Visit is one request a host served: what, and from its arrival until its
+// response was complete (or it was abandoned). Visits lets a test place
+// each duplicate fetch, overlap or short gap in time.
+type Visit struct {
+	URI        string    // request target (path and query; "/robots.txt" included)
+	Start, End time.Time // arrival; response complete or request abandoned
+	Agent      string    `json:",omitempty"` // User-Agent header
 }
 
 func (st *hostStats) reset() {
@@ -37,6 +51,7 @@ func (st *hostStats) reset() {
 	st.urls = make(map[string]int)
 	st.disallowed = nil
 	st.unknown = make(map[string]int)
+	st.visits = nil
 }
 
 const maxRecorded = 10000 // cap on recorded disallowed/unknown requests per host
@@ -76,9 +91,12 @@ func (st *hostStats) arrive(now time.Time, uri string, robots, known, disallowed
 	}
 }
 
-func (st *hostStats) leave() {
+func (st *hostStats) leave(v Visit) {
 	st.mu.Lock()
 	st.inflight--
+	if len(st.visits) < maxVisits {
+		st.visits = append(st.visits, v)
+	}
 	st.mu.Unlock()
 }
 
@@ -136,7 +154,7 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	leave := func() {
 		if !left {
 			left = true
-			s.st.leave()
+			s.st.leave(Visit{URI: uri, Start: now, End: time.Now(), Agent: r.UserAgent()})
 		}
 	}
 	defer leave()
@@ -289,6 +307,21 @@ func (w *Web) Report() Report {
 	return rep
 }
 
+// Visits returns, per host with at least one request, the requests it
+// served in order of completion (at most 50,000 per host). Safe to call
+// while serving.
+func (w *Web) Visits() map[string][]Visit {
+	out := make(map[string][]Visit)
+	for _, s := range w.sites {
+		s.st.mu.Lock()
+		if len(s.st.visits) > 0 {
+			out[s.name] = slices.Clone(s.st.visits)
+		}
+		s.st.mu.Unlock()
+	}
+	return out
+}
+
 // Reset forgets all recorded statistics (not the web itself).
 func (w *Web) Reset() {
 	w.total.Store(0)
@@ -303,3 +336,7 @@ func (w *Web) Reset() {
 	w.unknownH = make(map[string]int)
 	w.unkMu.Unlock()
 }
+
+// Requests is the number of requests served since New or the last Reset
+// (robots.txt and unknown hosts included).
+func (w *Web) Requests() int64 { return w.total.Load() }

@@ -442,17 +442,32 @@ func TestConcurrentRecording(t *testing.T) {
 	if rep.Requests != 400 || n != 400 || rep.Duplicates != 400-len(seeds) {
 		t.Fatalf("requests=%d url fetches=%d duplicates=%d", rep.Requests, n, rep.Duplicates)
 	}
+	visits := 0
+	for h, vs := range w.Visits() {
+		for _, v := range vs {
+			if v.End.Before(v.Start) || v.URI == "" {
+				t.Fatalf("%s: bad visit %+v", h, v)
+			}
+		}
+		visits += len(vs)
+	}
+	if visits != 400 {
+		t.Fatalf("%d visits recorded, want 400", visits)
+	}
 	// In-flight accounting itself, without timing.
 	var st hostStats
 	st.reset()
 	now := time.Now()
 	st.arrive(now, "/", false, true, false)
 	st.arrive(now.Add(time.Millisecond), "/a", false, true, false)
-	st.leave()
+	st.leave(Visit{URI: "/a", Start: now.Add(time.Millisecond), End: now.Add(2 * time.Millisecond)})
 	st.arrive(now.Add(3*time.Millisecond), "/robots.txt", true, true, false)
-	st.leave()
-	st.leave()
+	st.leave(Visit{URI: "/robots.txt", Start: now.Add(3 * time.Millisecond), End: now.Add(4 * time.Millisecond)})
+	st.leave(Visit{URI: "/", Start: now, End: now.Add(5 * time.Millisecond)})
 	if st.maxInflight != 2 || st.inflight != 0 || st.minGap != time.Millisecond || st.minPageGap != time.Millisecond || st.robots != 1 {
 		t.Fatalf("stats %+v", &st)
+	}
+	if len(st.visits) != 3 || st.visits[0].URI != "/a" || st.visits[2].URI != "/" || st.visits[2].End.Sub(st.visits[2].Start) != 5*time.Millisecond {
+		t.Fatalf("visits %+v", st.visits)
 	}
 }

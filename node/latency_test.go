@@ -1,0 +1,46 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestLatencies(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		observe []time.Duration
+		want    time.Duration
+	}{
+		{"unknown", nil, 0},
+		{"one", []time.Duration{40 * ms}, 40 * ms},
+		{"a fast answer after a slow one decays slowly", []time.Duration{40 * ms, ms}, 30 * ms},
+		{"a slower answer wins at once", []time.Duration{ms, 40 * ms}, 40 * ms},
+		{"fast again after a few", []time.Duration{40 * ms, ms, ms, ms, ms, ms, ms, ms, ms, ms, ms, ms, ms}, 1267053 * time.Nanosecond}, // 40ms·(3/4)^11
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLatencies()
+			for _, d := range tt.observe {
+				l.observe("h.test", d)
+			}
+			if got := l.get("h.test"); got != tt.want {
+				t.Errorf("get = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLatenciesBounded(t *testing.T) {
+	l := newLatencies()
+	for i := 0; i < maxLatencyHosts+10; i++ {
+		l.observe(fmt.Sprintf("h%d.test", i), time.Millisecond)
+	}
+	if n := len(l.m); n > maxLatencyHosts {
+		t.Fatalf("%d hosts remembered, bound %d", n, maxLatencyHosts)
+	}
+	if l.get(fmt.Sprintf("h%d.test", maxLatencyHosts+9)) != time.Millisecond {
+		t.Fatal("the latest host was not remembered")
+	}
+}
