@@ -115,19 +115,24 @@ type Member struct {
 	State    MemberState `json:"state"`
 	Settled  string      `json:"-"` // NodeMeta.Settled
 	Leaving  bool        `json:"-"` // NodeMeta.Leaving
+	Seen     time.Time   `json:"-"` // local time this node last received the member's state (join or update)
 }
 
 // Members is this node's view of the cluster membership.
 type Members struct {
-	ml       *memberlist.Memberlist
-	probe    time.Duration // memberlist's ProbeInterval
-	log      *slog.Logger
-	cfg      MembersConfig
-	changes  chan struct{}
-	mu       sync.Mutex // guards meta, stopped, nodes, gone
-	meta     []byte
-	stopped  bool
-	propWait time.Duration
+	ml    *memberlist.Memberlist
+	probe time.Duration // memberlist's ProbeInterval
+	// deadAfter is the shortest time in which the others can declare a
+	// silent member dead: SuspicionMult probe intervals (memberlist's
+	// suspicion timeout below ten members).
+	deadAfter time.Duration
+	log       *slog.Logger
+	cfg       MembersConfig
+	changes   chan struct{}
+	mu        sync.Mutex // guards meta, stopped, nodes, gone
+	meta      []byte
+	stopped   bool
+	propWait  time.Duration
 	// nodes are the members alive (or suspect), copied in memberlist's
 	// event callbacks, which run under its node lock: the *memberlist.Node
 	// values its Members returns change under our feet (UpdateNode).
@@ -194,6 +199,7 @@ func StartMembers(c MembersConfig) (*Members, error) {
 	}
 	m.ml = ml
 	m.probe = mc.ProbeInterval
+	m.deadAfter = time.Duration(mc.SuspicionMult) * mc.ProbeInterval
 	ln := ml.LocalNode()
 	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
 	if len(c.Join) > 0 {
@@ -458,7 +464,9 @@ func (e *membersEvents) NotifyJoin(n *memberlist.Node) {
 	e.log.Info("member joined", "member", n.Name, "addr", n.Address())
 	e.mu.Lock()
 	delete(e.gone, n.Name)
-	e.nodes[n.Name] = toMember(n)
+	x := toMember(n)
+	x.Seen = time.Now()
+	e.nodes[n.Name] = x
 	e.mu.Unlock()
 	(*Members)(e).notify()
 }
@@ -480,7 +488,9 @@ func (e *membersEvents) NotifyLeave(n *memberlist.Node) {
 func (e *membersEvents) NotifyUpdate(n *memberlist.Node) {
 	e.log.Debug("member updated", "member", n.Name)
 	e.mu.Lock()
-	e.nodes[n.Name] = toMember(n)
+	x := toMember(n)
+	x.Seen = time.Now()
+	e.nodes[n.Name] = x
 	e.mu.Unlock()
 	(*Members)(e).notify()
 }
@@ -506,3 +516,7 @@ var _ io.Writer = (*slogWriter)(nil)
 // ProbeInterval is the gossip failure detector's probe interval: a member
 // frozen for less than that cannot have been declared dead by the others.
 func (m *Members) ProbeInterval() time.Duration { return m.probe }
+
+// DeadAfter is the shortest silence after which the others may declare a
+// member dead (memberlist's suspicion timeout for fewer than ten members).
+func (m *Members) DeadAfter() time.Duration { return m.deadAfter }

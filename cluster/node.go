@@ -112,8 +112,9 @@ type Cluster struct {
 	metaMu sync.Mutex // guards meta and serializes its updates
 	meta   NodeMeta
 
-	leaving     atomic.Bool // Close runs the hand-off: nothing is owned here any more
-	joining     atomic.Bool // started, and not every member is settled for us yet
+	leaving     atomic.Bool  // Close runs the hand-off: nothing is owned here any more
+	joining     atomic.Bool  // started, and not every member is settled for us yet
+	gateSince   atomic.Int64 // after a freeze: members' states received before this (unix ns) do not count (gate)
 	rebalancing atomic.Bool
 	rebKick     chan struct{}
 	swaps       atomic.Uint64
@@ -463,3 +464,14 @@ func (c *Cluster) Close() error {
 // Deadline implements node.PhaseDeadline: the local time by which a request
 // started at now must end so that it does not outlive this node's phase.
 func (s *Schedule) Deadline(now time.Time) time.Time { return s.At(now).RequestDeadline }
+
+// Handover implements node.PhaseDeadline: the latest local time at which the
+// member that had this node's current phase in the previous epoch may have
+// started a request (its guard start; its clock may be 2×uncertainty ahead
+// of ours).
+func (s *Schedule) Handover(now time.Time) time.Time {
+	cnow, u := s.clusterNow(now)
+	g, _ := s.guard(u)
+	start := EpochStart(Epoch(cnow, s.cfg.PhaseDuration), s.cfg.PhaseDuration)
+	return now.Add(start.Add(-g + 2*max(u, 0)).Sub(cnow))
+}

@@ -438,3 +438,27 @@ func TestScheduleFence(t *testing.T) {
 		}
 	}
 }
+
+func TestScheduleHandover(t *testing.T) {
+	clk := &fakeClock{}
+	clk.off.Store(int64(time.Hour))   // cluster time is one hour ahead of local
+	s := newTestSchedule(t, "a", clk) // 10s epochs, 1s guard
+	s.SetMembersFrom(0, []string{"a", "b"})
+	local := time.Unix(1003, 0) // cluster 4603s: epoch 460 began at cluster 4600s = local 1000s
+	tests := []struct {
+		unc  time.Duration
+		want time.Time
+	}{
+		// The previous owner stopped starting requests 1s before the swap.
+		{0, time.Unix(999, 0)},
+		// With uncertainty u its guard was 1s+2u long, and its clock may
+		// run 2u ahead of ours: still 1s before the swap on our clock.
+		{100 * time.Millisecond, time.Unix(999, 0)},
+	}
+	for _, tt := range tests {
+		clk.unc.Store(int64(tt.unc))
+		if got := s.Handover(local); !got.Equal(tt.want) {
+			t.Errorf("uncertainty %v: Handover = %v, want %v", tt.unc, got.Unix(), tt.want.Unix())
+		}
+	}
+}

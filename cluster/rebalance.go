@@ -264,8 +264,10 @@ func (c *Cluster) settled() (bool, []string) {
 	ring := c.ring.Load()
 	h := RingHash(ring.Members())
 	var waiting []string
+	since := c.gateSince.Load()
 	for _, m := range c.members.Alive() {
-		if ring.Has(m.Name) && m.Settled != h {
+		stale := since != 0 && m.Name != c.cfg.Name && m.Seen.UnixNano() <= since
+		if ring.Has(m.Name) && (m.Settled != h || stale) {
 			waiting = append(waiting, m.Name)
 		}
 	}
@@ -290,6 +292,7 @@ func (c *Cluster) gate(ctx context.Context) {
 				c.log.Warn("join timeout: members not settled; fetching anyway (URLs they fetched for this node's share may be fetched again)",
 					"waiting_for", waiting, "join_timeout", c.cfg.JoinTimeout)
 			}
+			c.gateSince.Store(0)
 			c.joining.Store(false)
 			if !c.leaving.Load() {
 				c.sched.SetHold(false)
@@ -376,8 +379,19 @@ func (c *Cluster) watchPhases(ctx context.Context) {
 		if frozen := now.Sub(prev); frozen > limit {
 			c.pauses.Add(1)
 			until := c.sched.Fence(now, 2)
-			c.log.Warn("this process was frozen longer than a gossip probe interval: holding off the phases until the members agree again",
-				"frozen", frozen.Round(time.Millisecond), "limit", limit, "until_epoch", until)
+			c.log.Warn("this process was frozen", "frozen", frozen.Round(time.Millisecond), "limit", limit,
+				"action", "no request until the members agree again", "until_epoch", until)
+			// Frozen long enough to be declared dead: as after a restart,
+			// the others may have fetched URLs of this node's share
+			// meanwhile. Wait until every member has told its state anew
+			// (so a settled mark from before the freeze does not count)
+			// and is settled for the member set with this node in it, that
+			// is, has moved those fingerprints here.
+			if frozen >= c.members.DeadAfter() && !c.leaving.Load() && c.joining.CompareAndSwap(false, true) {
+				c.gateSince.Store(now.UnixNano())
+				c.sched.SetHold(true)
+				c.wg.Go(func() { c.gate(ctx) })
+			}
 		}
 		prev = now
 		st := c.sched.At(now)

@@ -51,6 +51,13 @@ type PhaseClock interface {
 // request (robots.txt included) with it.
 type PhaseDeadline interface {
 	Deadline(now time.Time) time.Time
+	// Handover returns the latest local time at which another member may
+	// have started a request to a host of the phase this node works on at
+	// now (the previous owner's guard start, clock uncertainty included).
+	// The first request of a host trip waits until Handover plus the host's
+	// delay, so a delay or Crawl-delay longer than the guard is kept across
+	// a swap too.
+	Handover(now time.Time) time.Time
 }
 
 // ClusterHook builds the cluster layer once the node's frontier is open: the

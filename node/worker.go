@@ -48,6 +48,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	pd, _ := n.phases.(PhaseDeadline)
 	if pd != nil {
 		t.pd, t.expect = pd, n.lat.get(b.Host)
+		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last
 	}
 	for i, it := range b.Items {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
