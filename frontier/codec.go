@@ -232,7 +232,8 @@ func appendHost(buf []byte, h *HostStats) []byte {
 	buf = binary.AppendVarint(buf, h.Fetched)
 	buf = binary.AppendVarint(buf, h.Errors)
 	buf = binary.AppendVarint(buf, h.Bytes)
-	return binary.AppendVarint(buf, unixNano(h.LastFetch))
+	buf = binary.AppendVarint(buf, unixNano(h.LastFetch))
+	return binary.AppendVarint(buf, int64(h.Delay))
 }
 
 func decodeHost(host string, v []byte) (HostStats, error) {
@@ -244,6 +245,9 @@ func decodeHost(host string, v []byte) (HostStats, error) {
 	h.Errors = r.varint()
 	h.Bytes = r.varint()
 	h.LastFetch = fromUnixNano(r.varint())
+	if len(r.b) > 0 { // absent in records written before Delay was kept
+		h.Delay = time.Duration(r.varint())
+	}
 	if r.err != nil {
 		return HostStats{}, fmt.Errorf("frontier: host %q: corrupt stats: %w", host, r.err)
 	}

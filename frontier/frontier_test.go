@@ -2,6 +2,7 @@ package frontier
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -600,8 +601,8 @@ func TestHostStats(t *testing.T) {
 		{FP: fps[0], State: Completed, Status: 200, Reason: "ok", Bytes: 1000},
 		{FP: fps[1], State: Completed, Status: 200, Bytes: 500},
 		{FP: fps[2], State: Completed, Status: 404, Reason: "http_error", Bytes: 10},
-		{FP: fps[3], State: Completed, Reason: "robots"},
-		{FP: fps[4], State: Stalled, Reason: "timeout", Bytes: -7},
+		{FP: fps[3], State: Completed, Reason: "robots", Delay: 3 * time.Second},
+		{FP: fps[4], State: Stalled, Reason: "timeout", Bytes: -7}, // Delay 0 keeps 3s
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -610,8 +611,28 @@ func TestHostStats(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if hs.Host != us[0].Host || hs.Admitted != 5 || hs.Fetched != 5 || hs.Errors != 3 || hs.Bytes != 1510 || hs.LastFetch.Before(before.Add(-time.Second)) {
+	if hs.Host != us[0].Host || hs.Admitted != 5 || hs.Fetched != 5 || hs.Errors != 3 || hs.Bytes != 1510 || hs.LastFetch.Before(before.Add(-time.Second)) ||
+		hs.Delay != 3*time.Second {
 		t.Fatalf("host stats %+v", hs)
+	}
+}
+
+func TestHostStatsCodec(t *testing.T) {
+	h := HostStats{Host: "a.test", Admitted: 7, Fetched: 6, Errors: 1, Bytes: 1 << 40, LastFetch: time.Unix(1700000000, 5), Delay: 1500 * time.Millisecond}
+	got, err := decodeHost("a.test", appendHost(nil, &h))
+	if err != nil || got != h {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, h)
+	}
+	// A record written before Delay was kept decodes with Delay 0.
+	old := appendHost(nil, &h)
+	old = old[:len(old)-len(binary.AppendVarint(nil, int64(h.Delay)))]
+	got, err = decodeHost("a.test", old)
+	h.Delay = 0
+	if err != nil || got != h {
+		t.Fatalf("old record: %+v, %v; want %+v", got, err, h)
+	}
+	if _, err := decodeHost("a.test", old[:len(old)-1]); err == nil {
+		t.Fatal("a truncated record decoded without error")
 	}
 }
 

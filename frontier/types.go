@@ -73,6 +73,9 @@ type Result struct {
 	RetryAt time.Time
 	// Bytes is the body size, for per-host statistics.
 	Bytes int64
+	// Delay is the host's politeness delay in effect (HostStats.Delay);
+	// 0 leaves the recorded one.
+	Delay time.Duration
 }
 
 // Counts is how many URLs are in each state.
@@ -99,6 +102,10 @@ type HostStats struct {
 	Bytes           int64
 	// LastFetch is when the last attempt was finished.
 	LastFetch time.Time
+	// Delay is the host's politeness delay (max(delay, Crawl-delay)) in
+	// effect at its last attempt (Result.Delay), so a restarted node keeps
+	// it before it has read robots.txt again. 0 when never recorded.
+	Delay time.Duration
 }
 
 // Options configure Open. Zero values of Phases, MaxTries and BatchSize mean

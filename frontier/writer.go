@@ -589,6 +589,9 @@ func (st *txState) finish(rs []Result) (int, error) {
 		}
 		hs.Bytes += max(r.Bytes, 0)
 		hs.LastFetch = st.now
+		if r.Delay > 0 {
+			hs.Delay = r.Delay
+		}
 		n++
 	}
 	return n, nil

@@ -50,6 +50,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		t.pd, t.expect = pd, n.lat.get(b.Host)
 		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last
 	}
+	t.afterRestart()
 	for i, it := range b.Items {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
 		if pd != nil {
@@ -69,6 +70,26 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 	}
 	t.commit()
 	n.done <- finished{id: b.ID, wait: t.delay}
+}
+
+// afterRestart paces the trip after the last request an earlier process of
+// this node sent to the host (frontier.HostStats: when, and the host's
+// delay then, Crawl-delay included), so a restart does not shorten the
+// host's pause. Only needed while the longest delay since the start has not
+// passed; later every such request is long enough ago.
+func (t *hostTrip) afterRestart() {
+	n := t.n
+	if time.Since(n.started) > max(n.cfg.Delay, n.cfg.Robots.MaxCrawlDelay) {
+		return
+	}
+	hs, ok, err := n.front.Host(t.host)
+	if err != nil || !ok || !hs.LastFetch.Before(n.started) {
+		return
+	}
+	if hs.LastFetch.After(t.last) {
+		t.last = hs.LastFetch
+	}
+	t.delay = max(t.delay, min(hs.Delay, max(n.cfg.Delay, n.cfg.Robots.MaxCrawlDelay)))
 }
 
 // errPhaseClosed: the host's phase ended (or entered its guard) before a
@@ -149,6 +170,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	res := frontier.Result{FP: it.FP, State: frontier.Completed}
 	defer func() {
 		if res.FP != 0 {
+			res.Delay = t.delay
 			t.results = append(t.results, res)
 			if err := n.clog.Write(entry); err != nil {
 				n.log.Error("crawl log", "error", err)
