@@ -111,7 +111,13 @@ func (p *fastParser) run() {
 			if raw {
 				continue
 			}
-			p.text(p.z.Text())
+			// Only whether the text is all whitespace matters: read it
+			// as is unless an entity or a NUL needs Text's decoding.
+			t := p.z.Raw()
+			if bytes.IndexByte(t, '&') >= 0 || bytes.IndexByte(t, 0) >= 0 {
+				t = p.z.Text()
+			}
+			p.text(t)
 		case html.StartTagToken, html.SelfClosingTagToken:
 			name, hasAttr := p.z.TagName()
 			p.name = tagString(name)

@@ -29,15 +29,16 @@ func metricSum(text, name string) float64 {
 //	go test ./test/cluster -run '^$' -bench Crawl -benchtime 1x -count 3
 //
 // The politeness delay is 20ms and the cluster's phases 600ms with a
-// 150ms guard: the guard must outlast a host's pacing (Crawl-delay up to
-// 80ms on this web) plus a slow response (up to 50ms), or requests are cut
-// at the swap and fetched again ("dups" counts the pages the web served
-// twice); and a phase should be short next to the time a node needs for
-// its share of a host's URLs, or hosts sit idle until their next owner's
-// phase comes (README, "Cluster performance"). PHASECRAWL_BENCH_DELAY,
-// PHASECRAWL_BENCH_PHASE, PHASECRAWL_BENCH_GUARD and
-// PHASECRAWL_BENCH_BATCH_DELAY (durations) override them and the
-// exchange's batch delay (200ms).
+// 150ms guard: a request that outlives the guard is cut at the swap and
+// fetched again ("dups" counts the pages the web served twice; a worker
+// stops a host early when twice its last response time does not fit, so
+// the guard only has to cover an unexpectedly slow answer); and a phase
+// should be short next to the time a node needs for its share of a host's
+// URLs, or hosts sit idle until their next owner's phase comes (README,
+// "Cluster performance"). PHASECRAWL_BENCH_DELAY, PHASECRAWL_BENCH_PHASE,
+// PHASECRAWL_BENCH_GUARD and PHASECRAWL_BENCH_BATCH_DELAY (durations)
+// override them and the exchange's batch delay (default: the configured
+// default, cluster.batch_delay).
 func BenchmarkCrawl(b *testing.B) {
 	phase, guard := 600*time.Millisecond, 150*time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
@@ -50,10 +51,7 @@ func BenchmarkCrawl(b *testing.B) {
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_DELAY")); err == nil {
 		delay = d
 	}
-	batchDelay := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY")
-	if batchDelay == "" {
-		batchDelay = "200ms"
-	}
+	batchDelay := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY") // "": the default cluster.batch_delay
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			var pagesPerSec, msgsPer100, dups float64
@@ -62,7 +60,9 @@ func BenchmarkCrawl(b *testing.B) {
 				web, webAddr, exp := clusterWeb(b)
 				c := newProcCluster(b, web, webAddr)
 				c.phase, c.guard, c.alone, c.delay = phase, guard, n == 1, delay
-				c.env = []string{"PHASECRAWL_CLUSTER_BATCH_DELAY=" + batchDelay}
+				if batchDelay != "" {
+					c.env = []string{"PHASECRAWL_CLUSTER_BATCH_DELAY=" + batchDelay}
+				}
 				var ps []*proc
 				if n == 1 {
 					p := c.add(0)
