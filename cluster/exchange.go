@@ -47,7 +47,7 @@ type ExchangeConfig struct {
 	AddrOf  func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
-	MaxDelay         time.Duration // max age before a partial batch is sent, default 200ms, valid 1ms..1m
+	MaxDelay         time.Duration // max age before a partial batch is sent, default 500ms, valid 1ms..1m
 	MaxFrame         int           // max frame payload, default 8 MiB, valid 1 MiB..64 MiB
 	DialTimeout      time.Duration // default 5s
 	HandshakeTimeout time.Duration // default 10s
@@ -62,7 +62,7 @@ type ExchangeConfig struct {
 // DefaultExchangeConfig returns the defaults (without the required fields).
 func DefaultExchangeConfig() ExchangeConfig {
 	return ExchangeConfig{
-		Listen: "0.0.0.0:7947", MaxBatch: 1000, MaxDelay: 200 * time.Millisecond, MaxFrame: DefaultMaxFrame,
+		Listen: "0.0.0.0:7947", MaxBatch: 1000, MaxDelay: 500 * time.Millisecond, MaxFrame: DefaultMaxFrame,
 		DialTimeout: 5 * time.Second, HandshakeTimeout: 10 * time.Second, AckTimeout: 60 * time.Second,
 		BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second,
 	}

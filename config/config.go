@@ -93,7 +93,7 @@ type Cluster struct {
 	JoinTimeout time.Duration `yaml:"join_timeout"`
 	// BatchDelay is the longest a partial batch of URLs for another member
 	// waits in the outbox before it is sent (a full batch, 1000 URLs, goes
-	// at once). Default 200ms, valid 1ms..1m. Shorter: discovered URLs reach
+	// at once). Default 500ms, valid 1ms..1m. Shorter: discovered URLs reach
 	// their owner sooner, in more messages.
 	BatchDelay time.Duration `yaml:"batch_delay"`
 	// FastGossip uses gossip timings for clusters on one machine (tests,
@@ -263,7 +263,7 @@ func Default() Config {
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
 		Log:      Log{Level: "info", Format: "text"},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute,
-			BatchDelay: 200 * time.Millisecond},
+			BatchDelay: 500 * time.Millisecond},
 	}
 }
 

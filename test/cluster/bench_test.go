@@ -29,7 +29,7 @@ func metricSum(text, name string) float64 {
 //	go test ./test/cluster -run '^$' -bench Crawl -benchtime 1x -count 3
 //
 // The politeness delay is 20ms and the cluster's phases 600ms with a
-// 150ms guard: a request that outlives the guard is cut at the swap and
+// 30ms guard: a request that outlives the guard is cut at the swap and
 // fetched again ("dups" counts the pages the web served twice; a worker
 // stops a host early when twice its last response time does not fit, so
 // the guard only has to cover an unexpectedly slow answer); and a phase
@@ -40,7 +40,7 @@ func metricSum(text, name string) float64 {
 // override them and the exchange's batch delay (default: the configured
 // default, cluster.batch_delay).
 func BenchmarkCrawl(b *testing.B) {
-	phase, guard := 600*time.Millisecond, 150*time.Millisecond
+	phase, guard := 600*time.Millisecond, 30*time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
 		phase = d
 	}
