@@ -194,9 +194,11 @@ type Frontier struct {
 	Window int `yaml:"window"`
 	// BatchSize is the most writes in one transaction. Default 2048, valid 1..100000.
 	BatchSize int `yaml:"batch_size"`
-	// BatchDelay is the longest a write waits to be batched. Default 0: the
-	// writer commits what is queued at once, and writes that arrive during a
-	// commit form the next batch (group commit without added latency). Valid 0..1s.
+	// BatchDelay is the longest a write waits to be batched. Default 10ms:
+	// under load each commit (and its fsync) then carries about 10ms of
+	// writes, which measured 20-27% more pages/s than 0 on 2 cores (README,
+	// "Performance"); 0 commits what is queued at once, and writes arriving
+	// during a commit form the next batch. Valid 0..1s.
 	BatchDelay time.Duration `yaml:"batch_delay"`
 }
 
@@ -258,7 +260,7 @@ func Default() Config {
 			MaxOutlinks:    10000,
 		},
 		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
-		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 0},
+		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 10 * time.Millisecond},
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
 		Log:      Log{Level: "info", Format: "text"},
