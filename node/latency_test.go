@@ -44,3 +44,26 @@ func TestLatenciesBounded(t *testing.T) {
 		t.Fatal("the latest host was not remembered")
 	}
 }
+
+func TestPrecompressed(t *testing.T) {
+	tests := []struct {
+		enc, ct string
+		want    bool
+	}{
+		{"", "text/html; charset=utf-8", false},
+		{"identity", "text/html", false},
+		{"gzip", "text/html", true},
+		{" BR ", "text/css", true},
+		{"", "image/jpeg", true},
+		{"", "image/svg+xml", false},
+		{"", "video/mp4", true},
+		{"", "application/zip", true},
+		{"", "application/pdf", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		if got := precompressed(tt.enc, tt.ct); got != tt.want {
+			t.Errorf("precompressed(%q, %q) = %v, want %v", tt.enc, tt.ct, got, tt.want)
+		}
+	}
+}

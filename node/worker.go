@@ -337,7 +337,8 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 		return
 	}
 	block := archive.HTTPResponseBlock(resp.Proto, resp.Status, resp.Header, resp.RawBody)
-	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: block, Truncated: resp.Truncated}
+	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: block, Truncated: resp.Truncated,
+		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)}
 	if err := t.n.warc.Write(x); err != nil {
 		t.n.log.Error("WARC write", "error", err)
 	}
@@ -397,6 +398,26 @@ func (t *hostTrip) commit() {
 	if added > 0 || len(t.requeue) > 0 {
 		n.notify()
 	}
+}
+
+// precompressed reports whether a body sent with this Content-Encoding and
+// Content-Type is already compressed, so its WARC record is stored rather
+// than deflated again (archive.Exchange.Stored).
+func precompressed(encoding, contentType string) bool {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "", "identity":
+	default:
+		return true // gzip, deflate, br, zstd, ...
+	}
+	switch mt := mediaType(contentType); {
+	case mt == "image/jpeg", mt == "image/png", mt == "image/gif", mt == "image/webp", mt == "image/avif",
+		strings.HasPrefix(mt, "video/"), mt == "audio/mpeg", mt == "audio/aac", mt == "audio/ogg",
+		mt == "application/zip", mt == "application/gzip", mt == "application/x-gzip", mt == "application/zstd",
+		mt == "application/x-7z-compressed", mt == "application/x-bzip2", mt == "application/x-xz",
+		mt == "font/woff", mt == "font/woff2":
+		return true
+	}
+	return false
 }
 
 func isHostDown(kind string) bool {

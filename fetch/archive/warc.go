@@ -69,8 +69,9 @@ const OpenSuffix = ".open"
 // concurrent use: records are built and compressed by the caller's goroutine, only the file
 // write is serialized.
 type WARCWriter struct {
-	cfg  WARCConfig
-	pool sync.Pool // *gzip.Writer
+	cfg        WARCConfig
+	pool       sync.Pool // *gzip.Writer at cfg.CompressionLevel
+	storedPool sync.Pool // *gzip.Writer at gzip.NoCompression (Exchange.Stored)
 
 	mu       sync.Mutex
 	closed   bool
@@ -108,6 +109,12 @@ type Exchange struct {
 	Request   []byte    // raw HTTP request (fetch.Response.RequestDump)
 	Response  []byte    // raw HTTP response block (HTTPResponseBlock)
 	Truncated bool      // the body was cut at the size limit: the response gets "WARC-Truncated: length"
+	// Stored writes the response record's gzip member without compression
+	// (deflate "stored" blocks: still a standard gzip member any reader
+	// takes). For payloads that are already compressed (a gzip
+	// Content-Encoding, JPEG, ZIP, ...), where deflating again costs CPU and
+	// saves nothing.
+	Stored bool
 }
 
 // WriteExchange writes a request record and a response record (the request's
@@ -162,7 +169,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 			field{"WARC-Warcinfo-ID", infoID},
 			field{"Content-Type", "application/http;msgtype=request"},
 		)
-		if err := w.appendRecord(buf, fields, x.Request); err != nil {
+		if err := w.appendRecord(buf, fields, x.Request, false); err != nil {
 			putRecordBuf(buf)
 			return err
 		}
@@ -185,7 +192,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		if x.Truncated {
 			fields = append(fields, field{"WARC-Truncated", "length"})
 		}
-		if err := w.appendRecord(buf, fields, x.Response); err != nil {
+		if err := w.appendRecord(buf, fields, x.Response, x.Stored); err != nil {
 			putRecordBuf(buf)
 			return err
 		}
@@ -268,7 +275,7 @@ func (w *WARCWriter) openLocked() error {
 		{"WARC-Date", warcDate(time.Now())},
 		{"WARC-Filename", name},
 		{"Content-Type", "application/warc-fields"},
-	}, []byte(info))
+	}, []byte(info), false)
 	if err == nil {
 		_, err = f.Write(buf.Bytes())
 	}
@@ -348,8 +355,9 @@ func (w *WARCWriter) Close() error {
 
 type field struct{ name, value string }
 
-// appendRecord appends one gzip member holding a complete WARC record to dst.
-func (w *WARCWriter) appendRecord(dst *bytes.Buffer, fields []field, block []byte) error {
+// appendRecord appends one gzip member holding a complete WARC record to
+// dst, deflated at the configured level, or in stored blocks when stored.
+func (w *WARCWriter) appendRecord(dst *bytes.Buffer, fields []field, block []byte, stored bool) error {
 	var hdr bytes.Buffer
 	hdr.Grow(512)
 	hdr.WriteString("WARC/1.1\r\n")
@@ -365,16 +373,20 @@ func (w *WARCWriter) appendRecord(dst *bytes.Buffer, fields []field, block []byt
 	hdr.WriteString(strconv.Itoa(len(block)))
 	hdr.WriteString("\r\n\r\n")
 
-	zw, _ := w.pool.Get().(*gzip.Writer)
+	pool, level := &w.pool, w.cfg.CompressionLevel
+	if stored {
+		pool, level = &w.storedPool, gzip.NoCompression
+	}
+	zw, _ := pool.Get().(*gzip.Writer)
 	if zw == nil {
 		var err error
-		if zw, err = gzip.NewWriterLevel(dst, w.cfg.CompressionLevel); err != nil {
+		if zw, err = gzip.NewWriterLevel(dst, level); err != nil {
 			return fmt.Errorf("archive: gzip: %w", err)
 		}
 	} else {
 		zw.Reset(dst)
 	}
-	defer w.pool.Put(zw)
+	defer pool.Put(zw)
 	zw.Write(hdr.Bytes()) // writes to a bytes.Buffer cannot fail
 	zw.Write(block)
 	zw.Write([]byte("\r\n\r\n"))

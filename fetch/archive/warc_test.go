@@ -416,3 +416,55 @@ func TestWARCConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestWARCStoredResponse: a response written with Stored is a plain gzip
+// member holding the block uncompressed (deflate stored blocks), read back
+// like any other.
+func TestWARCStoredResponse(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, 0)
+	target, req, resp := testExchange(1, 64<<10)
+	if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(Exchange{Target: target, Request: req, Response: resp, Stored: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	recs := checkFile(t, files[0])
+	if len(recs) != 5 || !bytes.Equal(recs[2].block, resp) || !bytes.Equal(recs[4].block, resp) {
+		t.Fatalf("%d records; responses read back equal: %v %v", len(recs), bytes.Equal(recs[2].block, resp), bytes.Equal(recs[4].block, resp))
+	}
+	// Member sizes: walk the gzip members one by one.
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	br := bytes.NewReader(raw)
+	for br.Len() > 0 {
+		start := br.Len()
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr.Multistream(false)
+		if _, err := io.Copy(io.Discard, zr); err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, start-br.Len())
+	}
+	// warcinfo, request, response (deflated), request, response (stored).
+	if len(sizes) != 5 {
+		t.Fatalf("%d gzip members, want 5", len(sizes))
+	}
+	if deflated, stored := sizes[2], sizes[4]; deflated >= len(resp) || stored < len(resp) || stored > len(resp)+1024 {
+		t.Fatalf("response members: deflated %d bytes, stored %d bytes, block %d bytes", deflated, stored, len(resp))
+	}
+}
