@@ -265,6 +265,12 @@ func (c *Cluster) settled() (bool, []string) {
 	h := RingHash(ring.Members())
 	var waiting []string
 	since := c.gateSince.Load()
+	if since != 0 && time.Since(time.Unix(0, since)) > 3*c.members.DeadAfter() {
+		// No news from some member since the freeze: it most likely never
+		// declared this node dead (a freeze just over the limit), so its
+		// settled mark still holds.
+		since = 0
+	}
 	for _, m := range c.members.Alive() {
 		stale := since != 0 && m.Name != c.cfg.Name && m.Seen.UnixNano() <= since
 		if ring.Has(m.Name) && (m.Settled != h || stale) {
@@ -364,15 +370,18 @@ func current(st PhaseState) int {
 
 // watchPhases counts and logs this node's phase swaps, and fences the node
 // after the process was frozen: when two of its ticks are further apart
-// than a gossip probe interval, the others may have declared this node dead
-// and given its phase to someone else, so it stays off its phase for two
-// epochs (Schedule.Fence) while the member lists converge again.
+// than the others need to declare a silent member dead, they may have done
+// so and given its phase to someone else, so it stays off its phase for two
+// epochs (Schedule.Fence) and until the members are settled again (gate).
 func (c *Cluster) watchPhases(ctx context.Context) {
 	const tick = 50 * time.Millisecond
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	last, lastN := -1, 0
-	limit := max(c.members.ProbeInterval(), 4*tick)
+	// A shorter freeze cannot have changed the membership (the others need
+	// a suspicion timeout to declare a silent member dead), and a request it
+	// held past its phase's deadline is cancelled by that deadline.
+	limit := max(c.members.DeadAfter(), 4*tick)
 	prev := time.Now()
 	for {
 		now := time.Now()
@@ -381,13 +390,13 @@ func (c *Cluster) watchPhases(ctx context.Context) {
 			until := c.sched.Fence(now, 2)
 			c.log.Warn("this process was frozen", "frozen", frozen.Round(time.Millisecond), "limit", limit,
 				"action", "no request until the members agree again", "until_epoch", until)
-			// Frozen long enough to be declared dead: as after a restart,
-			// the others may have fetched URLs of this node's share
-			// meanwhile. Wait until every member has told its state anew
-			// (so a settled mark from before the freeze does not count)
-			// and is settled for the member set with this node in it, that
-			// is, has moved those fingerprints here.
-			if frozen >= c.members.DeadAfter() && !c.leaving.Load() && c.joining.CompareAndSwap(false, true) {
+			// As after a restart, the others may have fetched URLs of this
+			// node's share meanwhile. Wait until every member has told its
+			// state anew (a settled mark from before the freeze does not
+			// count, for at most 3 suspicion timeouts) and is settled for
+			// the member set with this node in it, that is, has moved
+			// those fingerprints here.
+			if !c.leaving.Load() && c.joining.CompareAndSwap(false, true) {
 				c.gateSince.Store(now.UnixNano())
 				c.sched.SetHold(true)
 				c.wg.Go(func() { c.gate(ctx) })

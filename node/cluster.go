@@ -100,6 +100,7 @@ var ClusterMetricHelp = map[string]string{
 	MetricRebalanceFPsMoved:  "Fingerprints of COMPLETED URLs moved to their new owner by rebalancing.",
 	MetricRebalanceRunning:   "1 while a rebalance or a leave hand-off runs, else 0.",
 	MetricJoinWaiting:        "1 while this node, having joined, waits for the members to move its records to it before fetching.",
+	MetricPauses:             "Times this process was found frozen (SIGSTOP, a VM pause) long enough to be declared dead by the others; each one holds the node off its phase for two epochs and until the members are settled again.",
 }
 
 // standaloneCollector exports the cluster series of a node that runs alone:

@@ -11,6 +11,7 @@ import (
 // progress, or two requests to a host closer than the crawler's delay.
 type Incident struct {
 	At     time.Time // arrival of the offending request
+	Prev   time.Time // for a duplicate: arrival of the previous fetch of the page
 	Host   string
 	Kind   string // "duplicate", "overlap" or "gap"
 	Detail string
@@ -32,12 +33,15 @@ func Incidents(visits map[string][]Visit, need func(host string) time.Duration) 
 		slices.SortStableFunc(vs, func(a, b Visit) int { return a.Start.Compare(b.Start) })
 		min := need(h) - time.Millisecond
 		seen := make(map[string]int, len(vs))
+		last := make(map[string]time.Time, len(vs))
 		var busyUntil time.Time
 		for i, v := range vs {
 			if v.URI != "/robots.txt" {
 				if seen[v.URI]++; seen[v.URI] > 1 {
-					out = append(out, Incident{At: v.Start, Host: h, Kind: "duplicate", Detail: fmt.Sprintf("%s fetched for the %d. time", v.URI, seen[v.URI])})
+					out = append(out, Incident{At: v.Start, Prev: last[v.URI], Host: h, Kind: "duplicate",
+						Detail: fmt.Sprintf("%s fetched for the %d. time (previous fetch %s)", v.URI, seen[v.URI], last[v.URI].Format("15:04:05.000"))})
 				}
+				last[v.URI] = v.Start
 			}
 			if i > 0 {
 				if v.Start.Before(busyUntil) {

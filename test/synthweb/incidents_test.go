@@ -34,6 +34,9 @@ func TestIncidents(t *testing.T) {
 					t.Errorf("incident %v", in)
 				}
 				got = append(got, in.Kind+"@"+strings.TrimSuffix(in.At.Sub(t0).String(), "ms"))
+				if in.Kind == "duplicate" && !in.Prev.Equal(t0) {
+					t.Errorf("duplicate's previous fetch at %v, want the first one (0)", in.Prev.Sub(t0))
+				}
 			}
 			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
 				t.Errorf("incidents %v, want %v", got, tt.want)
