@@ -236,7 +236,7 @@ func TestProcChurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	need := func(h string) time.Duration { return max(c.delay, exp.CrawlDelay[h]) }
-	slack := 3 * c.phase // a membership change learned in a guard takes effect an epoch later, and a resumed node is fenced for two
+	slack := 3 * c.phase         // a membership change learned in a guard takes effect an epoch later, and a resumed node is fenced for two
 	const lead = 2 * time.Second // a page's record is committed well within this after its fetch
 	type tally struct{ duplicate, overlap, gap int }
 	perFault := make([]tally, len(faults))
