@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+)
+
+// handoverClock is a phase clock whose one phase never ends and whose
+// previous owner's last request was at `at` (Handover).
+type handoverClock struct{ at time.Time }
+
+func (handoverClock) Active(time.Time) (int, int, bool) { return 0, 1, true }
+func (handoverClock) Deadline(now time.Time) time.Time  { return now.Add(time.Hour) }
+func (c handoverClock) Handover(time.Time) time.Time    { return c.at }
+
+// TestHandoverPacesFirstRequest: the first request of a host trip waits
+// until the previous phase owner's last possible request plus the host's
+// delay, even when the node itself never contacted the host.
+func TestHandoverPacesFirstRequest(t *testing.T) {
+	var mu sync.Mutex
+	var first time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		mu.Unlock()
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<p>no links</p>")
+	}))
+	defer srv.Close()
+	c := testConfig(t, srv)
+	c.Delay = 200 * time.Millisecond
+	handover := time.Now().Add(300 * time.Millisecond)
+	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Phases: handoverClock{at: handover}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	waitFor(t, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := handover.Add(c.Delay); first.Before(want) {
+		t.Fatalf("first request at %s, before the handover plus the delay (%s)", first.Format("15:04:05.000"), want.Format("15:04:05.000"))
+	}
+}
+
+// deadlineClock is a phase clock whose one phase is open until its request
+// deadline, then closed.
+type deadlineClock struct{ deadline time.Time }
+
+func (c deadlineClock) Active(now time.Time) (int, int, bool) { return 0, 1, now.Before(c.deadline) }
+func (c deadlineClock) Deadline(time.Time) time.Time          { return c.deadline }
+func (deadlineClock) Handover(time.Time) time.Time            { return time.Time{} }
+
+// TestSlowHostStopsBeforeDeadline: once a host answered slowly, a request
+// to it starts only if twice that time fits before the phase's request
+// deadline; otherwise its URLs go back to IN_LIST untried, instead of being
+// sent and cut at the swap.
+func TestSlowHostStopsBeforeDeadline(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		time.Sleep(150 * time.Millisecond) // every answer is slow
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<a href="/a">a</a><a href="/b">b</a>`)
+	}))
+	defer srv.Close()
+	c := testConfig(t, srv)
+	// robots.txt (150ms) and / (150ms) fit; then 2 × 150ms no longer fits
+	// before the deadline, so /a and /b are never sent.
+	dl := time.Now().Add(600 * time.Millisecond)
+	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Phases: deadlineClock{deadline: dl}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	waitFor(t, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
+	time.Sleep(time.Until(dl.Add(200 * time.Millisecond)))
+	mu.Lock()
+	got := fmt.Sprint(paths)
+	mu.Unlock()
+	if got != "[/robots.txt /]" {
+		t.Fatalf("requests %s, want [/robots.txt /]: a request that could not end before the deadline was sent", got)
+	}
+	if s := n.Status(); s.PagesFetched != 1 {
+		t.Fatalf("pages fetched %d, want 1", s.PagesFetched)
+	}
+}
