@@ -115,13 +115,12 @@ type Member struct {
 	State    MemberState `json:"state"`
 	Settled  string      `json:"-"` // NodeMeta.Settled
 	Leaving  bool        `json:"-"` // NodeMeta.Leaving
-	Seen     time.Time   `json:"-"` // local time this node last received the member's state (join or update)
+	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
 }
 
 // Members is this node's view of the cluster membership.
 type Members struct {
-	ml    *memberlist.Memberlist
-	probe time.Duration // memberlist's ProbeInterval
+	ml *memberlist.Memberlist
 	// deadAfter is the shortest time in which the others can declare a
 	// silent member dead: SuspicionMult probe intervals (memberlist's
 	// suspicion timeout below ten members).
@@ -198,7 +197,6 @@ func StartMembers(c MembersConfig) (*Members, error) {
 		return nil, fmt.Errorf("cluster: start gossip on %s:%d: %w", host, port, err)
 	}
 	m.ml = ml
-	m.probe = mc.ProbeInterval
 	m.deadAfter = time.Duration(mc.SuspicionMult) * mc.ProbeInterval
 	ln := ml.LocalNode()
 	m.addr = net.JoinHostPort(ln.Addr.String(), strconv.Itoa(int(ln.Port)))
@@ -390,8 +388,10 @@ func encodeMeta(meta NodeMeta) ([]byte, error) {
 	return b, nil
 }
 
+// toMember copies the state memberlist just reported for n (in a join,
+// leave or update event), stamped with the time it arrived.
 func toMember(n *memberlist.Node) Member {
-	x := Member{Name: n.Name, Gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))}
+	x := Member{Name: n.Name, Gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))), Seen: time.Now()}
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
 		x.API, x.Exchange, x.Settled, x.Leaving = meta.API, meta.Exchange, meta.Settled, meta.Leaving
@@ -464,9 +464,7 @@ func (e *membersEvents) NotifyJoin(n *memberlist.Node) {
 	e.log.Info("member joined", "member", n.Name, "addr", n.Address())
 	e.mu.Lock()
 	delete(e.gone, n.Name)
-	x := toMember(n)
-	x.Seen = time.Now()
-	e.nodes[n.Name] = x
+	e.nodes[n.Name] = toMember(n)
 	e.mu.Unlock()
 	(*Members)(e).notify()
 }
@@ -488,9 +486,7 @@ func (e *membersEvents) NotifyLeave(n *memberlist.Node) {
 func (e *membersEvents) NotifyUpdate(n *memberlist.Node) {
 	e.log.Debug("member updated", "member", n.Name)
 	e.mu.Lock()
-	x := toMember(n)
-	x.Seen = time.Now()
-	e.nodes[n.Name] = x
+	e.nodes[n.Name] = toMember(n)
 	e.mu.Unlock()
 	(*Members)(e).notify()
 }
@@ -512,10 +508,6 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
-
-// ProbeInterval is the gossip failure detector's probe interval: a member
-// frozen for less than that cannot have been declared dead by the others.
-func (m *Members) ProbeInterval() time.Duration { return m.probe }
 
 // DeadAfter is the shortest silence after which the others may declare a
 // member dead (memberlist's suspicion timeout for fewer than ten members).

@@ -79,7 +79,8 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 // passed; later every such request is long enough ago.
 func (t *hostTrip) afterRestart() {
 	n := t.n
-	if time.Since(n.started) > max(n.cfg.Delay, n.cfg.Robots.MaxCrawlDelay) {
+	longest := max(n.cfg.Delay, n.cfg.Robots.MaxCrawlDelay)
+	if time.Since(n.started) > longest {
 		return
 	}
 	hs, ok, err := n.front.Host(t.host)
@@ -89,7 +90,7 @@ func (t *hostTrip) afterRestart() {
 	if hs.LastFetch.After(t.last) {
 		t.last = hs.LastFetch
 	}
-	t.delay = max(t.delay, min(hs.Delay, max(n.cfg.Delay, n.cfg.Robots.MaxCrawlDelay)))
+	t.delay = max(t.delay, min(hs.Delay, longest))
 }
 
 // errPhaseClosed: the host's phase ended (or entered its guard) before a
