@@ -73,7 +73,17 @@ func testConfig(t *testing.T, srv *httptest.Server) config.Config {
 
 func start(t *testing.T, c config.Config) (*Node, func()) {
 	t.Helper()
-	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startWith(t, c, Options{})
+}
+
+// startWith is start with node options (a Logger that discards is set when
+// opts has none).
+func startWith(t *testing.T, c config.Config, opts Options) (*Node, func()) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n, err := New(c, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,7 @@
 package node
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -43,19 +40,8 @@ func TestHandoverPacesFirstRequest(t *testing.T) {
 	c := testConfig(t, srv)
 	c.Delay = 200 * time.Millisecond
 	handover := time.Now().Add(300 * time.Millisecond)
-	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Phases: handoverClock{at: handover}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	n, stop := startWith(t, c, Options{Phases: handoverClock{at: handover}})
+	defer stop()
 	waitFor(t, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
 	mu.Lock()
 	defer mu.Unlock()
@@ -96,19 +82,8 @@ func TestSlowHostStopsBeforeDeadline(t *testing.T) {
 	// robots.txt (150ms) and / (150ms) fit; then 2 × 150ms no longer fits
 	// before the deadline, so /a and /b are never sent.
 	dl := time.Now().Add(600 * time.Millisecond)
-	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Phases: deadlineClock{deadline: dl}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	n, stop := startWith(t, c, Options{Phases: deadlineClock{deadline: dl}})
+	defer stop()
 	waitFor(t, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
 	time.Sleep(time.Until(dl.Add(200 * time.Millisecond)))
 	mu.Lock()

@@ -423,29 +423,28 @@ func clusterWeb(t testing.TB) (*synthweb.Web, string, synthweb.Expectation) {
 // webReport reads what the synthweb process at addr served.
 func webReport(addr string) (synthweb.Report, error) {
 	var rep synthweb.Report
-	resp, err := httpClient.Get("http://" + addr + synthweb.ReportPath)
-	if err != nil {
-		return rep, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return rep, fmt.Errorf("synthweb report: %s", resp.Status)
-	}
-	return rep, json.NewDecoder(resp.Body).Decode(&rep)
+	err := webJSON(addr, synthweb.ReportPath, &rep)
+	return rep, err
 }
 
 // webVisits reads every request the web served (synthweb.Web.Visits).
 func webVisits(addr string) (map[string][]synthweb.Visit, error) {
 	var vs map[string][]synthweb.Visit
-	resp, err := httpClient.Get("http://" + addr + synthweb.VisitsPath)
+	err := webJSON(addr, synthweb.VisitsPath, &vs)
+	return vs, err
+}
+
+// webJSON decodes the JSON the synthweb process at addr serves at path into v.
+func webJSON(addr, path string, v any) error {
+	resp, err := httpClient.Get("http://" + addr + path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("synthweb visits: %s", resp.Status)
+		return fmt.Errorf("synthweb %s: %s", path, resp.Status)
 	}
-	return vs, json.NewDecoder(resp.Body).Decode(&vs)
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // checkCrawl applies the synthweb oracle to the whole cluster: every
