@@ -41,10 +41,14 @@ type ExchangeConfig struct {
 	Listen string // HOST:PORT to accept peers' batches on. Default "0.0.0.0:7947".
 	Key    []byte // cluster key, 16, 24 or 32 bytes (--cluster-key-file). Required.
 
-	Outbox  *Outbox                          // durable queue of URLs to send. Required.
-	Local   Inserter                         // the local frontier. Required.
-	OwnerOf func(u frontier.NewURL) string   // current owner of u ("" = unknown: keep waiting). Must be fast. Required.
-	AddrOf  func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
+	Outbox  *Outbox                        // durable queue of URLs to send. Required.
+	Local   Inserter                       // the local frontier. Required.
+	OwnerOf func(u frontier.NewURL) string // current owner of u ("" = unknown: keep waiting). Must be fast. Required.
+	// ReplicaOf is the member that should now hold the replica of u
+	// (KindReplica entries; "" keeps them with the peer they were filed
+	// for). Must be fast. Default: replicas stay where they were filed.
+	ReplicaOf func(u frontier.NewURL) string
+	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
 	MaxDelay         time.Duration // max age before a partial batch is sent, default 500ms, valid 1ms..1m
@@ -113,7 +117,8 @@ func (c *ExchangeConfig) fill() error {
 // ExchangeStats are the exchange's counters since NewExchange (for metrics:
 // wrap them in prometheus CounterFuncs).
 type ExchangeStats struct {
-	URLsForwarded   uint64 // URLs acknowledged by their owner (phasecrawl_urls_forwarded_total)
+	URLsForwarded   uint64 // URLs acknowledged by their owner, replicas not included (phasecrawl_urls_forwarded_total)
+	ReplicasSent    uint64 // KindReplica entries acknowledged (phasecrawl_replicas_sent_total)
 	URLsReceived    uint64 // URLs received from peers (phasecrawl_urls_received_total)
 	URLsAdded       uint64 // received URLs that were new here
 	URLsLocal       uint64 // queued URLs whose owner became this node, added locally
@@ -132,6 +137,7 @@ type ExchangeStats struct {
 
 type exStats struct {
 	urlsForwarded, urlsReceived, urlsAdded, urlsLocal, urlsRerouted  atomic.Uint64
+	replicasSent                                                     atomic.Uint64
 	batchesSent, batchesResent, batchesReceived, acksSent, acksRecvd atomic.Uint64
 	nacks, dials, dialErrors, handshakeErrors, badFrames             atomic.Uint64
 }
@@ -185,7 +191,7 @@ func (x *Exchange) Addr() string { return x.ln.Addr().String() }
 func (x *Exchange) Stats() ExchangeStats {
 	s := &x.st
 	return ExchangeStats{
-		URLsForwarded: s.urlsForwarded.Load(), URLsReceived: s.urlsReceived.Load(), URLsAdded: s.urlsAdded.Load(),
+		URLsForwarded: s.urlsForwarded.Load(), ReplicasSent: s.replicasSent.Load(), URLsReceived: s.urlsReceived.Load(), URLsAdded: s.urlsAdded.Load(),
 		URLsLocal: s.urlsLocal.Load(), URLsRerouted: s.urlsRerouted.Load(),
 		BatchesSent: s.batchesSent.Load(), BatchesResent: s.batchesResent.Load(), BatchesReceived: s.batchesReceived.Load(),
 		AcksSent: s.acksSent.Load(), AcksReceived: s.acksRecvd.Load(), Nacks: s.nacks.Load(),
@@ -224,6 +230,17 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 	return added, errors.Join(append(errs, err)...)
 }
 
+// routeOf is the peer an outbox entry should now go to ("" = where it is).
+func (x *Exchange) routeOf(e Entry) string {
+	if e.Kind == KindReplica {
+		if x.cfg.ReplicaOf == nil {
+			return ""
+		}
+		return x.cfg.ReplicaOf(e.NewURL)
+	}
+	return x.cfg.OwnerOf(e.NewURL)
+}
+
 func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
@@ -231,7 +248,7 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 	if ki, ok := x.cfg.Local.(KindInserter); ok {
 		return ki.AddKind(ctx, kind, urls)
 	}
-	if kind == KindDone {
+	if kind == KindDone || kind == KindReplica {
 		di, ok := x.cfg.Local.(DoneInserter)
 		if !ok {
 			return 0, errors.New("cluster: local inserter cannot store completed records (no AddDone)")
@@ -243,7 +260,7 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 
 // storeEntries stores a batch's entries locally, every kind.
 func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
-	var byKind [KindMoved + 1][]frontier.NewURL
+	var byKind [maxKind + 1][]frontier.NewURL
 	for _, e := range es {
 		byKind[e.Kind] = append(byKind[e.Kind], e.NewURL)
 	}
@@ -457,7 +474,7 @@ func (s *sender) run() {
 		if !s.waitReady(retry) {
 			return
 		}
-		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, x.cfg.OwnerOf)
+		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, x.routeOf)
 		if err != nil {
 			if x.ctx.Err() != nil {
 				return
@@ -615,7 +632,14 @@ func (s *sender) roundTrip(t taken) error {
 		x.st.nacks.Add(1)
 		return fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
 	}
-	x.st.urlsForwarded.Add(uint64(len(t.entries)))
+	repl := 0
+	for _, e := range t.entries {
+		if e.Kind == KindReplica {
+			repl++
+		}
+	}
+	x.st.urlsForwarded.Add(uint64(len(t.entries) - repl))
+	x.st.replicasSent.Add(uint64(repl))
 	return nil
 }
 

@@ -23,6 +23,12 @@ const (
 	// before this kind refuse such batches; the sender keeps them and
 	// retries until the receiver is upgraded.
 	KindMoved Kind = 2
+	// KindReplica is the fingerprint (with its URL) of a page its owner
+	// fetched, sent to the URL's second-ranked member (Ring.Top2), which
+	// keeps it as COMPLETED (reason "replica") so that, should the owner
+	// fail, the URL is not crawled again by the member that takes its share.
+	KindReplica Kind = 3
+	maxKind          = KindReplica
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -64,8 +70,8 @@ var errTrunc = errors.New("truncated")
 
 func checkEntry(e Entry) error {
 	switch {
-	case e.Kind > KindMoved:
-		return fmt.Errorf("kind %d: must be 0 (new), 1 (done) or 2 (moved)", e.Kind)
+	case e.Kind > maxKind:
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved) or 3 (replica)", e.Kind)
 	case e.URL == "" || len(e.URL) > MaxEntryURL:
 		return fmt.Errorf("url of %d bytes: must be 1..%d", len(e.URL), MaxEntryURL)
 	case len(e.Host) > MaxEntryHost:

@@ -34,7 +34,7 @@ func TestBatchCodec(t *testing.T) {
 		{"huge count", []byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0}, "does not fit"},
 		{"bad varint", []byte{msgBatch, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "bad varint"},
 		{"kind", []byte{msgBatch, 1, 1, 9, 0, 0, 1, 'x'}, "kind 9"},
-		{"kind after moved", []byte{msgBatch, 1, 1, 3, 0, 0, 1, 'x'}, "kind 3"},
+		{"kind after replica", []byte{msgBatch, 1, 1, 4, 0, 0, 1, 'x'}, "kind 4"},
 		{"empty url", []byte{msgBatch, 1, 1, 0, 0, 0, 0, 0}, "url of 0 bytes"},
 		{"long host", append([]byte{msgBatch, 1, 1, 0, 0, 0x81, 0x10}, make([]byte, 2100)...), "exceeds"},
 	} {

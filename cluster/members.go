@@ -37,6 +37,12 @@ type NodeMeta struct {
 	// Leaving is set by a node that hands its records off before leaving,
 	// so that the others report it "left" rather than "dead" once it is gone.
 	Leaving bool `json:"leaving,omitempty"`
+	// From is the phase epoch from which this node's joining (set at start)
+	// or leaving (set just before it leaves the gossip) applies to the
+	// phase schedule (Schedule.AnnounceEpoch): the members switch their
+	// phase assignment at that boundary together, however far apart they
+	// learn of the change.
+	From int64 `json:"from,omitempty"`
 }
 
 // MembersConfig configures StartMembers.
@@ -115,6 +121,7 @@ type Member struct {
 	State    MemberState `json:"state"`
 	Settled  string      `json:"-"` // NodeMeta.Settled
 	Leaving  bool        `json:"-"` // NodeMeta.Leaving
+	From     int64       `json:"-"` // NodeMeta.From
 	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
 }
 
@@ -394,7 +401,7 @@ func toMember(n *memberlist.Node) Member {
 	x := Member{Name: n.Name, Gossip: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))), Seen: time.Now()}
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
-		x.API, x.Exchange, x.Settled, x.Leaving = meta.API, meta.Exchange, meta.Settled, meta.Leaving
+		x.API, x.Exchange, x.Settled, x.Leaving, x.From = meta.API, meta.Exchange, meta.Settled, meta.Leaving, meta.From
 	}
 	switch n.State {
 	case memberlist.StateAlive:

@@ -51,11 +51,12 @@ var (
 	dRebalancing = desc(node.MetricRebalanceRunning)
 	dJoining     = desc(node.MetricJoinWaiting)
 	dPauses      = desc(node.MetricPauses)
+	dReplicas    = desc(node.MetricReplicasSent)
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses} {
+		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas} {
 		ch <- d
 	}
 }
@@ -90,6 +91,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dGuard, st.Guard.Seconds())
 	xs := c.x.Stats()
 	counter(dForwarded, float64(xs.URLsForwarded))
+	counter(dReplicas, float64(xs.ReplicasSent))
 	counter(dReceived, float64(xs.URLsReceived))
 	counter(dBatches, float64(xs.BatchesSent))
 	pending := c.outbox.Pending()

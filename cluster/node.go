@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -137,7 +138,8 @@ var errLeaving = errors.New("cluster: this node is leaving the cluster")
 // localStore is the exchange's Inserter (a KindInserter): it stores the
 // discovered URLs this node owns and forwards (through the outbox) those
 // another member owns, which happens when a sender's view of the membership
-// is behind; records moved by a rebalance (KindMoved, KindDone) are kept
+// is behind; records moved by a rebalance (KindMoved, KindDone) and
+// replicas (KindReplica) are kept
 // here, where their sender chose to put them, and a rebalance moves them on
 // if this node's ring says another member owns them.
 type localStore struct{ c *Cluster }
@@ -183,15 +185,21 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	}
 	var n int
 	var err error
-	if kind == KindDone {
+	switch kind {
+	case KindDone:
 		n, err = c.front.AddDone(ctx, local)
-	} else {
+	case KindReplica:
+		// Kept here whoever owns them: a rebalance leaves a replica where
+		// this node ranks second for its URL, and moves it otherwise.
+		n, err = c.front.AddReplicas(ctx, local)
+		foreign = false
+	default:
 		n, err = c.front.Add(ctx, local)
 	}
 	if err == nil && foreign {
 		signal(c.rebKick) // moved here by a member whose view differs: move them on
 	}
-	if n > 0 && kind != KindDone && c.cfg.Wake != nil {
+	if n > 0 && (kind == KindNew || kind == KindMoved) && c.cfg.Wake != nil {
 		c.cfg.Wake()
 	}
 	return n, err
@@ -201,6 +209,42 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 // owner is another member, and not one that is leaving.
 func (c *Cluster) movable(owner string) bool {
 	return owner != "" && owner != c.cfg.Name && !(*c.peersLeaving.Load())[owner]
+}
+
+// replicaOf is the member that keeps the second copy of the COMPLETED
+// record fp that this node holds: the member ranked second for fp, or the
+// owner when that is this node ("" with no other member).
+func (c *Cluster) replicaOf(ring *Ring, fp uint64) string {
+	first, second := ring.Top2(fp)
+	if second == c.cfg.Name {
+		return first
+	}
+	return second
+}
+
+// Replicate implements node.Replicator: the URLs of pages this node
+// completed go, durably through the outbox, to the member ranked second
+// for them (KindReplica). Should this node fail, that member owns them and
+// does not crawl them again when it rediscovers them.
+func (c *Cluster) Replicate(ctx context.Context, done []frontier.NewURL) error {
+	ring := c.ring.Load()
+	var to map[string][]frontier.NewURL
+	for _, u := range done {
+		peer := c.replicaOf(ring, frontier.Fingerprint(u.URL))
+		if peer == "" || peer == c.cfg.Name {
+			continue
+		}
+		if to == nil {
+			to = map[string][]frontier.NewURL{}
+		}
+		to[peer] = append(to[peer], u)
+	}
+	for peer, us := range to {
+		if err := c.outbox.put(ctx, peer, KindReplica, us); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RouteForeign implements node.LocalSplitter: the discovered URLs another
@@ -294,6 +338,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.Outbox = c.outbox
 	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
+	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]
 		return a, ok
@@ -301,7 +346,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.x, err = NewExchange(xc); err != nil {
 		return nil, err
 	}
-	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr()}
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead)}
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
 		Meta: meta, Logger: logger, Tune: cfg.Tune,
@@ -378,7 +423,7 @@ func (c *Cluster) update() {
 	c.peersLeaving.Store(&peersLeaving)
 	var from int64
 	if !leaving {
-		from = c.sched.SetMembers(names)
+		from = c.sched.SetMembersAfter(names, c.announced(names))
 	}
 	if old := c.ring.Load(); !equalStrings(old.Members(), NewRing(owners).Members()) {
 		c.ring.Store(NewRing(owners))
@@ -388,6 +433,25 @@ func (c *Cluster) update() {
 		}
 	}
 	c.x.Kick()
+}
+
+// announceLead is how far ahead a joining or leaving node announces the
+// epoch its change applies from (NodeMeta.From): time for the news to reach
+// every member by gossip.
+const announceLead = 2 * time.Second
+
+// announced returns the latest epoch announced (NodeMeta.From) by the
+// members that join or leave in the change from the schedule's latest list
+// to names; 0 when none announced one (a failure, say).
+func (c *Cluster) announced(names []string) int64 {
+	latest := c.sched.Latest()
+	var from int64
+	for _, m := range c.members.All() {
+		if m.From != 0 && slices.Contains(names, m.Name) != slices.Contains(latest, m.Name) {
+			from = max(from, m.From)
+		}
+	}
+	return from
 }
 
 func equalStrings(a, b []string) bool {
@@ -439,6 +503,9 @@ func (c *Cluster) Close() error {
 				// stopped at once): nobody is left to tell.
 				_ = c.members.Leave(500 * time.Millisecond)
 			} else {
+				// Announce the epoch from which the others drop this node
+				// from the phase schedule, so they all switch together.
+				c.setMeta(func(m *NodeMeta) { m.From = c.sched.AnnounceEpoch(time.Now(), announceLead) })
 				errs = append(errs, c.members.Leave(c.cfg.LeaveTimeout))
 			}
 		}

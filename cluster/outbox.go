@@ -269,7 +269,7 @@ type taken struct {
 // to max entries (maxBytes encoded) still owned by peer as one batch, whose
 // ID is recorded durably: the ID of a batch taken before and not acked is
 // reused. At most 4*max entries are examined per call; ownerOf must be fast.
-func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, ownerOf func(frontier.NewURL) string) (taken, error) {
+func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, ownerOf func(Entry) string) (taken, error) {
 	var t taken
 	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
 		t = taken{}
@@ -296,7 +296,7 @@ func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, owner
 				drop = append(drop, bytes.Clone(k))
 				continue
 			}
-			owner := ownerOf(e.NewURL)
+			owner := ownerOf(e)
 			if owner != "" && owner != peer {
 				moves = append(moves, move{bytes.Clone(k), owner, bytes.Clone(v)})
 				continue

@@ -42,7 +42,7 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 		}
 		return "b"
 	}
-	tk, err := ob.take(ctx, "b", 20, 1<<20, owner)
+	tk, err := ob.take(ctx, "b", 20, 1<<20, byURL(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 	if got := ob.Pending(); got["b"] != 40 || got["c"] != 30 || got["d"] != 20 {
 		t.Fatalf("reopened: %v", got)
 	}
-	tk2, err := ob.take(ctx, "b", 20, 1<<20, owner)
+	tk2, err := ob.take(ctx, "b", 20, 1<<20, byURL(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,14 +81,14 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 	if n, err := ob.ack(ctx, "b", tk.id); err != nil || n != 20 {
 		t.Fatalf("ack deleted %d, %v", n, err)
 	}
-	tk3, err := ob.take(ctx, "b", 100, 1<<20, owner)
+	tk3, err := ob.take(ctx, "b", 100, 1<<20, byURL(owner))
 	if err != nil || tk3.id == tk.id || len(tk3.entries) != 10 || tk3.moved != 10 {
 		t.Fatalf("next take: id %d, %d entries, %v", tk3.id, len(tk3.entries), err)
 	}
 	if _, err := ob.ack(ctx, "b", tk3.id); err != nil {
 		t.Fatal(err)
 	}
-	dn, _ := ob.take(ctx, "c", 100, 1<<20, func(frontier.NewURL) string { return "" })
+	dn, _ := ob.take(ctx, "c", 100, 1<<20, func(Entry) string { return "" })
 	if len(dn.entries) != 30 || dn.entries[0].Kind != KindDone {
 		t.Fatalf("done entries: %d", len(dn.entries))
 	}
@@ -96,7 +96,7 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 		t.Fatalf("at the end: %v", got)
 	}
 	// Byte bound: a batch stops before maxBytes.
-	small, _ := ob.take(ctx, "d", 100, 200, func(frontier.NewURL) string { return "d" })
+	small, _ := ob.take(ctx, "d", 100, 200, func(Entry) string { return "d" })
 	if len(small.entries) == 0 || len(small.entries) > 6 {
 		t.Fatalf("byte-bounded take: %d entries", len(small.entries))
 	}
@@ -167,4 +167,9 @@ func TestOutboxGroupCommit(t *testing.T) {
 	if ob.Len() != 5000 {
 		t.Fatalf("len %d", ob.Len())
 	}
+}
+
+// byURL routes every entry by its URL alone.
+func byURL(f func(frontier.NewURL) string) func(Entry) string {
+	return func(e Entry) string { return f(e.NewURL) }
 }

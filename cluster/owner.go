@@ -115,6 +115,30 @@ func (r *Ring) OwnerIndex(fp uint64) int {
 	return best
 }
 
+// Top2 returns fp's owner and the member ranked second for it (the owner
+// should the owner leave the ring): "" where the ring has too few members.
+// The second holds the replica of a COMPLETED record (KindReplica).
+func (r *Ring) Top2(fp uint64) (first, second string) {
+	b1, b2 := -1, -1
+	var w1, w2 uint64
+	for i, h := range r.hashes {
+		switch w := weight(fp, h); {
+		case b1 < 0 || w > w1:
+			b2, w2 = b1, w1
+			b1, w1 = i, w
+		case b2 < 0 || w > w2:
+			b2, w2 = i, w
+		}
+	}
+	if b1 >= 0 {
+		first = r.names[b1]
+	}
+	if b2 >= 0 {
+		second = r.names[b2]
+	}
+	return first, second
+}
+
 // Members returns the sorted, deduplicated member names (a copy).
 func (r *Ring) Members() []string { return slices.Clone(r.names) }
 

@@ -242,3 +242,28 @@ func TestOwnerMembershipTable(t *testing.T) {
 		t.Fatal("RingHash must depend on the member set only")
 	}
 }
+
+// The second-ranked member of a URL is the one that owns it once the owner
+// is gone: the replica of a COMPLETED record is there already when the
+// owner fails.
+func TestRingTop2IsOwnerWithoutFirst(t *testing.T) {
+	members := []string{"a", "b", "c", "d", "e"}
+	r := NewRing(members)
+	for fp := uint64(1); fp < 20000; fp += 7 {
+		first, second := r.Top2(fp * 0x9e3779b97f4a7c15)
+		f := fp * 0x9e3779b97f4a7c15
+		if first != r.Owner(f) {
+			t.Fatalf("fp %x: Top2 first %q, Owner %q", f, first, r.Owner(f))
+		}
+		rest := slices.DeleteFunc(slices.Clone(members), func(m string) bool { return m == first })
+		if want := NewRing(rest).Owner(f); second != want {
+			t.Fatalf("fp %x: second %q, owner without %q is %q", f, second, first, want)
+		}
+	}
+	if f, s := NewRing([]string{"a"}).Top2(5); f != "a" || s != "" {
+		t.Fatalf("one member: Top2 = %q, %q", f, s)
+	}
+	if f, s := NewRing(nil).Top2(5); f != "" || s != "" {
+		t.Fatalf("empty ring: Top2 = %q, %q", f, s)
+	}
+}

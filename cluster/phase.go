@@ -229,7 +229,15 @@ func NewSchedule(cfg ScheduleConfig) (*Schedule, error) {
 // change arrives inside the guard interval (so nodes that learn of it a
 // little apart still switch together). It returns the epoch from which the
 // list is in effect.
-func (s *Schedule) SetMembers(members []string) int64 {
+func (s *Schedule) SetMembers(members []string) int64 { return s.SetMembersAfter(members, 0) }
+
+// SetMembersAfter is SetMembers for a change whose members announced the
+// epoch it applies from (NodeMeta.From): the list takes effect at
+// max(notBefore, the epoch SetMembers would choose). Every node that learns
+// of the change before that epoch's guard starts then switches at the same
+// boundary, however far apart they learned of it. A list equal to the
+// latest one keeps its epoch.
+func (s *Schedule) SetMembersAfter(members []string, notBefore int64) int64 {
 	cnow, u := s.clusterNow(time.Now())
 	e := Epoch(cnow, s.cfg.PhaseDuration)
 	from := e + 1
@@ -237,14 +245,40 @@ func (s *Schedule) SetMembers(members []string) int64 {
 	if !cnow.Before(EpochStart(e+1, s.cfg.PhaseDuration).Add(-guard)) {
 		from = e + 2
 	}
-	return s.setMembersFrom(from, members)
+	return s.setMembersFrom(max(from, notBefore), members)
+}
+
+// AnnounceEpoch returns the first epoch whose guard starts at least lead
+// after local time now (at least the next one): the epoch a joining or
+// leaving node announces (NodeMeta.From) so that every member, having heard
+// of the change within lead, applies it at the same boundary.
+func (s *Schedule) AnnounceEpoch(now time.Time, lead time.Duration) int64 {
+	cnow, u := s.clusterNow(now)
+	d := s.cfg.PhaseDuration
+	guard, _ := s.guard(u)
+	e := Epoch(cnow, d) + 1
+	for EpochStart(e, d).Add(-guard).Sub(cnow) < lead+2*max(u, 0) {
+		e++
+	}
+	return e
+}
+
+// Latest returns the member list scheduled last (in effect now or from a
+// later epoch); nil before any.
+func (s *Schedule) Latest() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.snaps); n > 0 {
+		return s.snaps[n-1].members
+	}
+	return nil
 }
 
 // SetMembersFrom makes members the snapshot in effect from epoch from on,
 // replacing any snapshot scheduled at or after from. Use it when the
 // membership layer has agreed on an activation epoch (e.g. carried in node
 // metadata); tests use it for exact control. A list equal to the latest
-// one is ignored.
+// one is ignored (it keeps its epoch).
 func (s *Schedule) SetMembersFrom(from int64, members []string) {
 	s.setMembersFrom(from, members)
 }
@@ -258,8 +292,10 @@ func (s *Schedule) setMembersFrom(from int64, members []string) int64 {
 	ms = slices.Compact(ms)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.snaps); n > 0 && s.snaps[n-1].from <= from && slices.Equal(s.snaps[n-1].members, ms) {
-		return s.snaps[n-1].from // already the latest list
+	if n := len(s.snaps); n > 0 && slices.Equal(s.snaps[n-1].members, ms) {
+		// Already the latest list: keep its epoch (a later call must not
+		// move an announced switch earlier).
+		return s.snaps[n-1].from
 	}
 	i := 0
 	for i < len(s.snaps) && s.snaps[i].from < from {

@@ -305,6 +305,45 @@ func TestScheduleSetMembersTakesEffectNextBoundary(t *testing.T) {
 	}
 }
 
+// Two nodes that learn of the same change on either side of the guard start
+// would switch one epoch apart; with the epoch the changing node announced
+// (NodeMeta.From) they switch together, and a later update with the same
+// list does not move the switch earlier.
+func TestScheduleAnnouncedEpoch(t *testing.T) {
+	clkA, clkB := &fakeClock{}, &fakeClock{}
+	a, b := newTestSchedule(t, "a", clkA), newTestSchedule(t, "b", clkB)
+	// Guard 1s, epochs of 10s: epoch 100 is [1000s, 1010s), its guard [1009s, 1010s).
+	clkA.at(time.Unix(1002, 0))
+	if got := a.AnnounceEpoch(time.Now(), 2*time.Second); got != 101 {
+		t.Fatalf("AnnounceEpoch 2s ahead at 1002s: %d, want 101", got)
+	}
+	if got := a.AnnounceEpoch(time.Now(), 8*time.Second); got != 102 {
+		t.Fatalf("AnnounceEpoch 8s ahead at 1002s: %d, want 102 (101's guard starts at 1009s)", got)
+	}
+	clkA.at(time.Unix(1008, 990e6)) // a learns of it just before the guard
+	clkB.at(time.Unix(1009, 10e6))  // b just after
+	if fa, fb := a.SetMembers([]string{"a", "b"}), b.SetMembers([]string{"a", "b"}); fa == fb {
+		t.Fatalf("without an announced epoch both chose %d; the test no longer shows the split", fa)
+	}
+	a2, b2 := newTestSchedule(t, "a", clkA), newTestSchedule(t, "b", clkB)
+	fa, fb := a2.SetMembersAfter([]string{"a", "b"}, 102), b2.SetMembersAfter([]string{"a", "b"}, 102)
+	if fa != 102 || fb != 102 {
+		t.Fatalf("announced epoch 102: a from %d, b from %d", fa, fb)
+	}
+	if f := a2.SetMembers([]string{"b", "a"}); f != 102 {
+		t.Fatalf("same list again without the announcement: from %d, want 102 kept", f)
+	}
+	// Learned too late (after 102's guard started): the node's own choice wins.
+	clkB.at(time.Unix(1019, 500e6))
+	b3 := newTestSchedule(t, "b", clkB)
+	if f := b3.SetMembersAfter([]string{"a", "b"}, 102); f != 103 {
+		t.Fatalf("announced epoch already in its guard: from %d, want 103", f)
+	}
+	if l := a2.Latest(); !slices.Equal(l, []string{"a", "b"}) {
+		t.Fatalf("Latest = %v", l)
+	}
+}
+
 func TestScheduleConfigValidate(t *testing.T) {
 	mod := func(f func(*ScheduleConfig)) ScheduleConfig {
 		c := DefaultScheduleConfig("a")

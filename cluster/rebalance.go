@@ -60,6 +60,16 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 		if err != nil {
 			return tot, err
 		}
+		// A COMPLETED record this node ranks second for is the replica it
+		// keeps (KindReplica); one it fetched or received itself is also
+		// copied to the owner, who may not have it (the owner was away).
+		recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
+			if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica {
+				return false
+			}
+			_, second := ring.Top2(r.FP)
+			return second == c.cfg.Name
+		})
 		if busy && len(recs) > 0 {
 			inPhase := c.sched.busyHosts(time.Now(), min(time.Second, c.cfg.PhaseDuration/4))
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
@@ -89,6 +99,9 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 
 // moveBatch moves one batch of records. Its frontier writes are not
 // cancelled halfway: a claim is always followed by its removal or undone.
+// An IN_LIST or STALLED record goes to its owner (KindMoved). A COMPLETED
+// one goes to its owner (KindDone) and to the member ranked second for it
+// (KindReplica); when that is this node, it stays here as the replica.
 func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
 	ctx := context.Background()
 	fps := make([]uint64, len(recs))
@@ -104,30 +117,41 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		peer string
 		kind Kind
 	}
-	groups := map[group][]frontier.Record{}
-	for _, r := range claimed {
-		g := group{ring.Owner(r.FP), KindMoved}
-		if r.State == frontier.Completed {
-			g.kind = KindDone
+	groups := map[group][]int{} // indexes into claimed
+	keep := make([]bool, len(claimed))
+	for i, r := range claimed {
+		if r.State != frontier.Completed {
+			g := group{ring.Owner(r.FP), KindMoved}
+			groups[g] = append(groups[g], i)
+			continue
 		}
-		groups[g] = append(groups[g], r)
+		first, second := ring.Top2(r.FP)
+		groups[group{first, KindDone}] = append(groups[group{first, KindDone}], i)
+		switch second {
+		case c.cfg.Name:
+			keep[i] = true
+		case "":
+		default:
+			groups[group{second, KindReplica}] = append(groups[group{second, KindReplica}], i)
+		}
 	}
-	var filed []frontier.Record
-	var undo []uint64
+	failed := make([]bool, len(claimed))
 	var errs []error
-	for g, rs := range groups {
-		us := make([]frontier.NewURL, len(rs))
-		for i, r := range rs {
-			us[i] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth}
+	for g, is := range groups {
+		us := make([]frontier.NewURL, len(is))
+		for k, i := range is {
+			r := claimed[i]
+			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth}
 		}
 		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
 			errs = append(errs, err)
-			for _, r := range rs {
-				if r.State != frontier.Completed {
-					undo = append(undo, r.FP)
-				}
+			for _, i := range is {
+				failed[i] = true
 			}
 			continue
+		}
+		if g.kind == KindReplica {
+			continue // the owner's copy decides when the move is done
 		}
 		mark, err := c.outbox.Mark(g.peer)
 		if err != nil {
@@ -135,10 +159,27 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		} else if mark > marks[g.peer] {
 			marks[g.peer] = mark
 		}
-		filed = append(filed, rs...)
+	}
+	var filed []frontier.Record
+	var undo, replicas []uint64
+	for i, r := range claimed {
+		switch {
+		case failed[i] && r.State != frontier.Completed:
+			undo = append(undo, r.FP)
+		case failed[i]:
+			// stays as it is; the next pass tries again
+		case keep[i]:
+			replicas = append(replicas, r.FP)
+			m.fps++
+		default:
+			filed = append(filed, r)
+		}
 	}
 	if len(undo) > 0 {
 		errs = append(errs, c.front.Requeue(ctx, undo))
+	}
+	if _, err := c.front.MarkReplicas(ctx, replicas); err != nil {
+		errs = append(errs, err)
 	}
 	removed, err := c.front.Remove(ctx, filed)
 	errs = append(errs, err)

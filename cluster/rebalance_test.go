@@ -16,8 +16,20 @@ import (
 // testCluster is the cluster layer of one node over a real frontier, with
 // no crawler: the test plays the scheduler's part.
 type testCluster struct {
-	c *Cluster
-	f *frontier.Frontier
+	c      *Cluster
+	f      *frontier.Frontier
+	killed bool // gossip stopped without a leave (kill)
+}
+
+// kill stops the node's gossip without a leave, as a crash does: the others
+// declare it dead. Its Close (at cleanup) then gives up its hand-off at once.
+func (tc *testCluster) kill(t *testing.T) {
+	t.Helper()
+	tc.killed = true
+	tc.c.cfg.HandoffTimeout = 10 * time.Millisecond
+	if err := tc.c.members.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
@@ -45,7 +57,7 @@ func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
 }
 
 func (tc *testCluster) close(t *testing.T) {
-	if err := tc.c.Close(); err != nil {
+	if err := tc.c.Close(); err != nil && !tc.killed {
 		t.Errorf("%s: close: %v", tc.c.cfg.Name, err)
 	}
 	_ = tc.f.Close()
@@ -117,16 +129,25 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	b := startTestCluster(t, "b", a.c.Members().Addr())
 	b.fetching(t)
 	ring := NewRing([]string{"a", "b"})
+	// Each record is with its owner; a COMPLETED one b owns also stays at
+	// a, the member ranked second for it, as its replica.
+	owned, replicas := 0, 0
 	for name, tc := range map[string]*testCluster{"a": a, "b": b} {
 		for u, r := range records(t, tc.f) {
-			if o := ring.Owner(r.FP); o != name {
-				t.Fatalf("%s holds %s, owned by %s", name, u, o)
+			first, second := ring.Top2(r.FP)
+			switch {
+			case first == name:
+				owned++
+			case second == name && r.State == frontier.Completed && r.Reason == frontier.ReasonReplica:
+				replicas++
+			default:
+				t.Fatalf("%s holds %s (%s, %s), owned by %s", name, u, r.State, r.Reason, first)
 			}
 		}
 	}
 	ca, cb := a.f.Counts(), b.f.Counts()
-	if ca.Total()+cb.Total() != 3000 || ca.Completed+cb.Completed != 1000 || ca.InProgress+cb.InProgress != 0 {
-		t.Fatalf("after the join: a %+v, b %+v", ca, cb)
+	if owned != 3000 || ca.Completed != 1000 || int64(replicas) != cb.Completed || ca.InProgress+cb.InProgress != 0 {
+		t.Fatalf("after the join: %d records with their owner, %d replicas; a %+v, b %+v", owned, replicas, ca, cb)
 	}
 	if cb.Completed == 0 || cb.InList == 0 || a.c.movedURLs.Load() != uint64(cb.InList) || a.c.movedFPs.Load() != uint64(cb.Completed) {
 		t.Fatalf("b got %+v; a moved %d URLs and %d fingerprints", cb, a.c.movedURLs.Load(), a.c.movedFPs.Load())
@@ -184,4 +205,75 @@ func testLogger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// TestReplicaSurvivesOwnerFailure: the owner of a URL sends the fingerprint
+// of every page it completes to the member ranked second for it, which
+// keeps it as a replica (a rebalance does not move it away) and, once the
+// owner failed and the URL is its own, does not crawl it again when it is
+// rediscovered.
+func TestReplicaSurvivesOwnerFailure(t *testing.T) {
+	ctx := context.Background()
+	a := startTestCluster(t, "a")
+	a.fetching(t)
+	b := startTestCluster(t, "b", a.c.Members().Addr())
+	b.fetching(t)
+	a.fetching(t)
+	ring := NewRing([]string{"a", "b"})
+	var mine []frontier.NewURL // URLs a owns
+	var results []frontier.Result
+	var fps []uint64
+	for i := 0; len(mine) < 200; i++ {
+		u := frontier.NewURL{URL: fmt.Sprintf("http://r%d.test/p%d", i%7, i), Host: fmt.Sprintf("r%d.test", i%7)}
+		fp := frontier.Fingerprint(u.URL)
+		if ring.Owner(fp) != "a" {
+			continue
+		}
+		mine, fps = append(mine, u), append(fps, fp)
+		results = append(results, frontier.Result{FP: fp, State: frontier.Completed, Status: 200, Reason: "ok"})
+	}
+	if n, err := a.f.Add(ctx, mine); err != nil || n != len(mine) {
+		t.Fatalf("add: %d %v", n, err)
+	}
+	if err := a.f.MarkInProgress(ctx, fps); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.f.Finish(ctx, results); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.c.Replicate(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.f.Counts().Completed != int64(len(mine)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas at b: %+v, want %d completed", b.f.Counts(), len(mine))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for u, r := range records(t, b.f) {
+		if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica {
+			t.Fatalf("b holds %s as %s (%s), want a completed replica", u, r.State, r.Reason)
+		}
+	}
+	// A rebalance at b (kicked by the replicas' arrival or not) keeps them.
+	if m, err := b.c.moveAway(ctx, b.c.Ring(), map[string]uint64{}, false); err != nil || m.fps+m.urls != 0 {
+		t.Fatalf("rebalance at b moved %+v (%v), want nothing", m, err)
+	}
+
+	// a fails (no leave): b owns a's URLs and does not take them again.
+	a.kill(t)
+	deadline = time.Now().Add(15 * time.Second)
+	for b.c.Ring().Len() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("b still sees %v", b.c.Ring().Members())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, err := b.c.store(ctx, KindNew, mine); err != nil || n != 0 {
+		t.Fatalf("a's completed URLs rediscovered at b: %d added (%v), want 0", n, err)
+	}
+	if c := b.f.Counts(); c.InList != 0 || c.Completed != int64(len(mine)) {
+		t.Fatalf("b after a's failure: %+v", c)
+	}
 }

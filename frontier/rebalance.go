@@ -185,6 +185,35 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 	}})
 }
 
+// MarkReplicas relabels COMPLETED records as replicas (reason "replica")
+// once their owner has been sent them: this node keeps them as the second
+// copy, and a later rebalance does not send them again. Records no longer
+// COMPLETED are left alone. It returns how many it relabelled.
+func (f *Frontier) MarkReplicas(ctx context.Context, fps []uint64) (int, error) {
+	if len(fps) == 0 {
+		return 0, nil
+	}
+	return f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+		n := 0
+		for _, fp := range fps {
+			s, ok, err := st.get(fp)
+			if err != nil {
+				return 0, err
+			}
+			if !ok || s.State != Completed || s.Reason == ReasonReplica {
+				st.ignored++
+				continue
+			}
+			s.Reason = ReasonReplica
+			if err := st.putRecord(&s); err != nil {
+				return 0, err
+			}
+			n++
+		}
+		return n, nil
+	}})
+}
+
 // claimed reports whether fp's inprogress entry was written by Claim.
 func (st *txState) claimed(fp uint64) bool {
 	v := st.inprog.Get(fpKey(st.scratch[:0], fp))
@@ -199,6 +228,27 @@ func (st *txState) claimed(fp uint64) bool {
 // IN_PROGRESS and COMPLETED ones are left alone. It returns how many
 // records it inserted or completed, once durable.
 func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
+	return f.addDone(ctx, urls, ReasonMoved, true)
+}
+
+// Reasons of COMPLETED records this node did not fetch itself.
+const (
+	// ReasonMoved: fetched by another node, moved here by a rebalance (AddDone).
+	ReasonMoved = "moved"
+	// ReasonReplica: fetched by the URL's owner, kept here as its second
+	// copy so that the URL is not crawled again should the owner fail
+	// (AddReplicas).
+	ReasonReplica = "replica"
+)
+
+// AddReplicas stores the fingerprints of URLs their owner fetched, kept
+// here as the second copy (reason "replica"): like AddDone, but a replica
+// counts against no host's MaxPerHost here.
+func (f *Frontier) AddReplicas(ctx context.Context, urls []NewURL) (int, error) {
+	return f.addDone(ctx, urls, ReasonReplica, false)
+}
+
+func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, admit bool) (int, error) {
 	adds := make([]pendingURL, 0, len(urls))
 	for _, u := range urls {
 		host := u.Host
@@ -229,8 +279,10 @@ func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
 				}
 				st.seq++
 				s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
-					Reason: "moved", Discovered: st.now}, seq: st.seq}
-				hs.Admitted++
+					Reason: reason, Discovered: st.now}, seq: st.seq}
+				if admit {
+					hs.Admitted++
+				}
 			} else {
 				switch s.State {
 				case InList:
@@ -248,6 +300,9 @@ func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
 					continue
 				}
 				s.State, s.Reason, s.NextTry = Completed, "done_elsewhere", time.Time{}
+				if reason == ReasonReplica {
+					s.Reason = ReasonReplica
+				}
 			}
 			if err := st.putRecord(&s); err != nil {
 				return 0, err

@@ -48,13 +48,14 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64) (*op,
 type Pending struct{ reply chan opReply }
 
 // Poll reports whether the write has been committed (or has failed) without
-// blocking; err is its outcome once done. Poll returns done only once.
-func (p *Pending) Poll() (done bool, err error) {
+// blocking; once done, n and err are its outcome (as Wait's). Poll returns
+// done only once.
+func (p *Pending) Poll() (done bool, n int, err error) {
 	select {
 	case r := <-p.reply:
-		return true, r.err
+		return true, r.n, r.err
 	default:
-		return false, nil
+		return false, 0, nil
 	}
 }
 

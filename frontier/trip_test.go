@@ -73,14 +73,14 @@ func TestMarkInProgressAsync(t *testing.T) {
 	if _, err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if done, _ := p.Poll(); done {
+	if done, _, _ := p.Poll(); done {
 		t.Fatal("Poll reported done twice")
 	}
 	if r := mustGet(t, f, us[0].URL); r.State != Completed {
 		t.Fatalf("state %s, want COMPLETED (mark applied before the settle)", r.State)
 	}
 	empty := f.MarkInProgressAsync(ctx, nil)
-	if done, err := empty.Poll(); !done || err != nil {
+	if done, _, err := empty.Poll(); !done || err != nil {
 		t.Fatalf("empty mark: done=%v err=%v", done, err)
 	}
 	if err := f.Close(); err != nil {

@@ -81,6 +81,7 @@ const (
 	MetricRebalanceRunning   = "phasecrawl_rebalance_running"
 	MetricJoinWaiting        = "phasecrawl_cluster_join_waiting"
 	MetricPauses             = "phasecrawl_cluster_pauses_total"
+	MetricReplicasSent       = "phasecrawl_replicas_sent_total"
 )
 
 // ClusterMetricHelp is the help text of each cluster series.
@@ -92,7 +93,8 @@ var ClusterMetricHelp = map[string]string{
 	MetricNTPRootDistance:    "Root distance of the chosen NTP sample (0 without NTP).",
 	MetricNTPSynced:          "1 when the last NTP round gave a valid sample, else 0.",
 	MetricPhaseGuard:         "Guard interval before each phase swap in which no request starts.",
-	MetricURLsForwarded:      "URLs sent to their owner and acknowledged by it.",
+	MetricURLsForwarded:      "URLs sent to their owner and acknowledged by it (discovered URLs and rebalanced records; replicas not included).",
+	MetricReplicasSent:       "Fingerprints of fetched pages sent to the member ranked second for their URL (the owner should this node fail) and acknowledged by it.",
 	MetricURLsReceived:       "URLs received from other members.",
 	MetricExchangeBatches:    "Batch messages sent to other members (each answered by one ack), resends included.",
 	MetricOutboxURLs:         "URLs waiting in the durable outbox, by peer (member name).",
@@ -127,6 +129,7 @@ var standaloneSeries = []struct {
 	{MetricRebalanceRunning, prometheus.GaugeValue, 0},
 	{MetricJoinWaiting, prometheus.GaugeValue, 0},
 	{MetricPauses, prometheus.CounterValue, 0},
+	{MetricReplicasSent, prometheus.CounterValue, 0},
 }
 
 func standaloneDesc(name string) *prometheus.Desc {

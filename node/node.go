@@ -94,6 +94,14 @@ type LocalSplitter interface {
 	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
 }
 
+// Replicator is an optional Router extension (the cluster): Replicate
+// durably sends the URLs of pages this node completed to the node that
+// keeps their second copy, so that they are not crawled again should this
+// node fail.
+type Replicator interface {
+	Replicate(ctx context.Context, done []frontier.NewURL) error
+}
+
 // splitterOf returns r as a LocalSplitter; a Router without RouteForeign
 // gets every URL through Route, none recorded with the page.
 func splitterOf(r Router) LocalSplitter {
@@ -142,6 +150,7 @@ type Node struct {
 	m       *Metrics
 	router  Router
 	split   LocalSplitter // router's view for workers (splitterOf)
+	repl    Replicator    // nil: the router keeps no second copies
 	phases  PhaseClock
 	lat     *latencies // per-host response times, for the phase deadline (worker.go)
 	cluster io.Closer  // the cluster layer, closed before the frontier
@@ -311,6 +320,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.router = localRouter{n.front}
 	}
 	n.split = splitterOf(n.router)
+	n.repl, _ = n.router.(Replicator)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)

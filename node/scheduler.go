@@ -139,7 +139,7 @@ func (s *scheduler) reapMarks() {
 	k := 0
 	for ; k < len(s.marks); k++ {
 		m := s.marks[k]
-		done, err := m.p.Poll()
+		done, _, err := m.p.Poll()
 		if !done {
 			break // writes commit in order: the later ones are not done either
 		}

@@ -27,6 +27,7 @@ type hostTrip struct {
 	delay    time.Duration // max(delay, Crawl-delay)
 	last     time.Time     // end of the previous request to this host
 	results  []frontier.Result
+	done     []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
 	found    []frontier.NewURL
 	requeue  []uint64
 	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
@@ -37,8 +38,17 @@ type hostTrip struct {
 	// result, in one asynchronous frontier write), so a crash loses at most
 	// the pages whose write was not committed yet; commit waits for them
 	// all before the element is given back.
-	settling []*frontier.Pending
+	settling []settling
+	polled   int  // settling[:polled] are committed (or failed) and replicated
+	added    int  // new URLs recorded by the committed settling writes
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
+}
+
+// settling is one page's asynchronous frontier write, and the page's URL
+// when it was COMPLETED and a Replicator wants it once the write committed.
+type settling struct {
+	p    *frontier.Pending
+	done []frontier.NewURL
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
@@ -173,6 +183,9 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		if res.FP != 0 {
 			res.Delay = t.delay
 			t.results = append(t.results, res)
+			if res.State == frontier.Completed && n.repl != nil {
+				t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth})
+			}
 			if err := n.clog.Write(entry); err != nil {
 				n.log.Error("crawl log", "error", err)
 			}
@@ -363,8 +376,49 @@ func (t *hostTrip) settlePage() {
 		return
 	}
 	res := t.results[len(t.results)-1:]
-	t.settling = append(t.settling, n.front.SettleAsync(n.persistCtx, local, res, nil))
-	t.results, t.found = nil, nil // owned by the write now
+	t.settling = append(t.settling, settling{n.front.SettleAsync(n.persistCtx, local, res, nil), t.done})
+	t.results, t.found, t.done = nil, nil, nil // owned by the write now
+	t.poll()
+}
+
+// poll collects the page writes committed so far (they commit in order)
+// and replicates their completed pages.
+func (t *hostTrip) poll() {
+	for t.polled < len(t.settling) {
+		s := &t.settling[t.polled]
+		done, k, err := s.p.Poll()
+		if !done {
+			return
+		}
+		t.settled(s, k, err)
+	}
+}
+
+// settled accounts for one committed page write: its new URLs, and the
+// replication of its completed page, which must follow the commit (a
+// replica of a page whose record was lost would keep it, and its links,
+// from ever being crawled again).
+func (t *hostTrip) settled(s *settling, added int, err error) {
+	t.polled++
+	if err != nil {
+		// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
+		t.n.log.Error("record fetched page", "error", err)
+		return
+	}
+	t.added += added
+	t.replicate(s.done)
+}
+
+// replicate sends the URLs of the pages completed since the last call to
+// the node that keeps their second copy (cluster). A failure only costs a
+// page crawled again should this node fail: it is logged, not retried.
+func (t *hostTrip) replicate(done []frontier.NewURL) {
+	if len(done) == 0 {
+		return
+	}
+	if err := t.n.repl.Replicate(t.n.persistCtx, done); err != nil {
+		t.n.log.Warn("replicate completed URLs", "error", err, "urls", len(done))
+	}
 }
 
 // commit makes the trip durable: it waits for the pages settled one by one
@@ -374,15 +428,12 @@ func (t *hostTrip) settlePage() {
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
-	added := 0
-	for _, p := range t.settling {
-		k, err := p.Wait()
-		if err != nil {
-			// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
-			n.log.Error("record fetched page", "error", err)
-		}
-		added += k
+	for t.polled < len(t.settling) {
+		s := &t.settling[t.polled]
+		k, err := s.p.Wait()
+		t.settled(s, k, err)
 	}
+	added := t.added
 	local, err := n.split.RouteForeign(ctx, t.found)
 	if err != nil {
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -394,6 +445,7 @@ func (t *hostTrip) commit() {
 		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
 		return
 	}
+	t.replicate(t.done)
 	added += k
 	n.m.URLsNew.Add(float64(added))
 	if added > 0 || len(t.requeue) > 0 {

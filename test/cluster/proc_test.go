@@ -488,6 +488,18 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 		}
 	}
 	if len(vs) > 0 {
+		// Say when each overlap and short gap happened (the nodes log their
+		// membership changes and phase swaps with times).
+		if visits, err := webVisits(webAddr); err == nil {
+			need := func(h string) time.Duration { return max(delay, exp.CrawlDelay[h]) }
+			n := 0
+			for _, in := range synthweb.Incidents(visits, need) {
+				if in.Kind != "duplicate" && n < 20 {
+					vs = append(vs, "  at "+in.At.UTC().Format("15:04:05.000000")+": "+in.String())
+					n++
+				}
+			}
+		}
 		if len(vs) > 40 {
 			vs = append(vs[:40], fmt.Sprintf("... %d more", len(vs)-40))
 		}
