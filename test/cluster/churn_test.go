@@ -240,6 +240,7 @@ func TestProcChurn(t *testing.T) {
 	const lead = 2 * time.Second // a page's record is committed well within this after its fetch
 	type tally struct{ duplicate, overlap, gap int }
 	perFault := make([]tally, len(faults))
+	examples := make([][]string, len(faults)) // a few overlaps and gaps per window, with their times
 	var outside []synthweb.Incident
 	dups := 0
 	for _, in := range synthweb.Incidents(visits, need) {
@@ -271,6 +272,9 @@ func TestProcChurn(t *testing.T) {
 			perFault[w].overlap++
 		case "gap":
 			perFault[w].gap++
+		}
+		if in.Kind != "duplicate" && len(examples[w]) < 5 {
+			examples[w] = append(examples[w], in.At.UTC().Format("15:04:05.000")+" "+in.String())
 		}
 	}
 	// The bound: a kill or a pause cuts at most one trip per worker (its
@@ -330,6 +334,9 @@ func TestProcChurn(t *testing.T) {
 	for i, f := range faults {
 		t.Logf("window %s: %d pages fetched in it (%d when it began); in it (+%s): %d duplicates, %d overlaps, %d short gaps",
 			f, fetched[i], f.pagesAt, slack, perFault[i].duplicate, perFault[i].overlap, perFault[i].gap)
+		for _, e := range examples[i] {
+			t.Logf("    e.g. %s", e)
+		}
 	}
 	t.Logf("total %s (churn %s, then the crawl's end)", time.Since(start).Round(time.Second), churnEnd.Sub(start).Round(time.Second))
 	logShares(t, running)
