@@ -37,11 +37,11 @@ type NodeMeta struct {
 	// Leaving is set by a node that hands its records off before leaving,
 	// so that the others report it "left" rather than "dead" once it is gone.
 	Leaving bool `json:"leaving,omitempty"`
-	// From is the phase epoch from which this node's leaving (set just
-	// before it leaves the gossip) applies to the phase schedule
-	// (Schedule.AnnounceEpoch): the members switch their phase assignment
-	// at that boundary together, however far apart they learn of the
-	// change.
+	// From is the phase epoch from which this node's joining (set at start)
+	// or leaving (set just before it leaves the gossip) applies to the
+	// phase schedule (Schedule.AnnounceEpoch): the members switch their
+	// phase assignment at that boundary together, however far apart they
+	// learn of the change.
 	From int64 `json:"from,omitempty"`
 }
 

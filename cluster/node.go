@@ -346,7 +346,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.x, err = NewExchange(xc); err != nil {
 		return nil, err
 	}
-	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr()}
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead)}
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
 		Meta: meta, Logger: logger, Tune: cfg.Tune,
@@ -435,18 +435,14 @@ func (c *Cluster) update() {
 	c.x.Kick()
 }
 
-// announceLead is how far ahead a leaving node announces the epoch its
-// change applies from (NodeMeta.From): time for the news to reach every
-// member by gossip. A joining node announces nothing: it is held off its
-// phase until the members are settled for it anyway, and a node restarted
-// after a crash must not keep the members that missed its failure on a
-// schedule that the others already changed for longer than needed.
+// announceLead is how far ahead a joining or leaving node announces the
+// epoch its change applies from (NodeMeta.From): time for the news to reach
+// every member by gossip.
 const announceLead = 2 * time.Second
 
 // announced returns the latest epoch announced (NodeMeta.From) by the
-// members that leave (or, announcing one, join) in the change from the
-// schedule's latest list to names; 0 when none announced one (a failure,
-// a join).
+// members that join or leave in the change from the schedule's latest list
+// to names; 0 when none announced one (a failure).
 func (c *Cluster) announced(names []string) int64 {
 	latest := c.sched.Latest()
 	var from int64
