@@ -228,34 +228,25 @@ func (c *Cluster) replicaOf(ring *Ring, fp uint64) string {
 // does not crawl them again when it rediscovers them.
 func (c *Cluster) Replicate(ctx context.Context, done []frontier.NewURL) error {
 	ring := c.ring.Load()
-	var to map[string][]frontier.NewURL
-	for _, u := range done {
-		peer := c.replicaOf(ring, frontier.Fingerprint(u.URL))
-		if peer == "" || peer == c.cfg.Name {
-			continue
-		}
-		if to == nil {
-			to = map[string][]frontier.NewURL{}
-		}
-		to[peer] = append(to[peer], u)
-	}
-	for peer, us := range to {
-		if err := c.outbox.put(ctx, peer, KindReplica, us); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := c.fileFor(ctx, KindReplica, done, func(fp uint64) string { return c.replicaOf(ring, fp) })
+	return err
 }
 
 // RouteForeign implements node.LocalSplitter: the discovered URLs another
 // member owns go to the outbox; the others are returned, for the node to
 // record with its fetch results in one frontier transaction.
 func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
-	ring := c.ring.Load()
+	return c.fileFor(ctx, KindNew, urls, c.ring.Load().Owner)
+}
+
+// fileFor files each URL, as kind, in the outbox of the member peerOf names
+// for its fingerprint, and returns the URLs it names no other member for
+// ("" or this node).
+func (c *Cluster) fileFor(ctx context.Context, kind Kind, urls []frontier.NewURL, peerOf func(fp uint64) string) ([]frontier.NewURL, error) {
 	var local []frontier.NewURL
 	var fwd map[string][]frontier.NewURL
 	for _, u := range urls {
-		o := ring.Owner(frontier.Fingerprint(u.URL))
+		o := peerOf(frontier.Fingerprint(u.URL))
 		if o == "" || o == c.cfg.Name {
 			local = append(local, u)
 			continue
@@ -266,7 +257,7 @@ func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]f
 		fwd[o] = append(fwd[o], u)
 	}
 	for peer, us := range fwd {
-		if err := c.outbox.Put(ctx, peer, us); err != nil {
+		if err := c.outbox.put(ctx, peer, kind, us); err != nil {
 			return nil, err
 		}
 	}

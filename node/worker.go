@@ -409,8 +409,8 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 	t.replicate(s.done)
 }
 
-// replicate sends the URLs of the pages completed since the last call to
-// the node that keeps their second copy (cluster). A failure only costs a
+// replicate sends the URLs of completed pages whose records are committed
+// to the node that keeps their second copy (cluster). A failure only costs a
 // page crawled again should this node fail: it is logged, not retried.
 func (t *hostTrip) replicate(done []frontier.NewURL) {
 	if len(done) == 0 {

@@ -235,7 +235,6 @@ func TestProcChurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	need := func(h string) time.Duration { return max(c.delay, exp.CrawlDelay[h]) }
 	slack := 3 * c.phase         // a membership change learned in a guard takes effect an epoch later, and a resumed node is fenced for two
 	const lead = 2 * time.Second // a page's record is committed well within this after its fetch
 	type tally struct{ duplicate, overlap, gap int }
@@ -243,7 +242,7 @@ func TestProcChurn(t *testing.T) {
 	examples := make([][]string, len(faults)) // a few overlaps and gaps per window, with their times
 	var outside []synthweb.Incident
 	dups := 0
-	for _, in := range synthweb.Incidents(visits, need) {
+	for _, in := range synthweb.Incidents(visits, hostGap(exp, c.delay)) {
 		if in.Kind == "duplicate" {
 			dups++
 		}

@@ -427,6 +427,12 @@ func webReport(addr string) (synthweb.Report, error) {
 	return rep, err
 }
 
+// hostGap is the shortest allowed gap between two requests to a host: the
+// crawl's delay or the host's Crawl-delay (synthweb.Incidents' need).
+func hostGap(exp synthweb.Expectation, delay time.Duration) func(host string) time.Duration {
+	return func(h string) time.Duration { return max(delay, exp.CrawlDelay[h]) }
+}
+
 // webVisits reads every request the web served (synthweb.Web.Visits).
 func webVisits(addr string) (map[string][]synthweb.Visit, error) {
 	var vs map[string][]synthweb.Visit
@@ -491,9 +497,8 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 		// Say when each overlap and short gap happened (the nodes log their
 		// membership changes and phase swaps with times).
 		if visits, err := webVisits(webAddr); err == nil {
-			need := func(h string) time.Duration { return max(delay, exp.CrawlDelay[h]) }
 			n := 0
-			for _, in := range synthweb.Incidents(visits, need) {
+			for _, in := range synthweb.Incidents(visits, hostGap(exp, delay)) {
 				if in.Kind != "duplicate" && n < 20 {
 					vs = append(vs, "  at "+in.At.UTC().Format("15:04:05.000000")+": "+in.String())
 					n++
