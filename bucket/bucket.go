@@ -307,6 +307,34 @@ func (b *Bucket) Flush(now time.Time) []Batch {
 	return out
 }
 
+// DispatchHost moves host's QUEUING element to FETCHING now, whatever its
+// queue deadline or fill, and returns it (ok false, nothing changed, when the
+// host has no QUEUING element). The scheduler uses it for hosts whose trips
+// are long (see node/scheduler.go), so their next trip does not wait behind
+// shorter ones. O(Rows) plus the element's removal from the queue.
+func (b *Bucket) DispatchHost(host string, hostHash uint64) (Batch, bool) {
+	base := b.Column(hostHash) * b.cfg.Rows
+	for r := range b.cfg.Rows {
+		i := int32(base + r)
+		e := &b.el[i]
+		if e.state != Queuing || e.hash != hostHash || e.host != host {
+			continue
+		}
+		if e.ready {
+			for k, j := range b.ready {
+				if j == i {
+					b.ready = append(b.ready[:k], b.ready[k+1:]...)
+					break
+				}
+			}
+		} else {
+			b.queue.remove(i)
+		}
+		return b.fetch(i), true
+	}
+	return Batch{}, false
+}
+
 func (b *Bucket) fetch(i int32) Batch {
 	e := &b.el[i]
 	b.gen++

@@ -522,18 +522,22 @@ func TestIsPrime(t *testing.T) {
 	}
 }
 
+// addURLs adds n URLs of host at ms, failing t if one is rejected.
+func addURLs(t *testing.T, b *Bucket, ms int, host string, n int) {
+	t.Helper()
+	for i := range n {
+		if o := b.Add(at(ms), host, fnvHash(host), Item{FP: fnvHash(host) + uint64(i)}); o == Rejected {
+			t.Fatalf("add %s: rejected", host)
+		}
+	}
+}
+
 // TestFlush: Flush dispatches every QUEUING element before its deadline,
 // full ones first, then by deadline; FREE, FETCHING and TIMEWAIT elements
 // are left alone.
 func TestFlush(t *testing.T) {
 	b, _ := New(testConfig())
-	add := func(ms int, host string, n int) {
-		for i := range n {
-			if o := b.Add(at(ms), host, fnvHash(host), Item{FP: fnvHash(host) + uint64(i)}); o == Rejected {
-				t.Fatalf("add %s: rejected", host)
-			}
-		}
-	}
+	add := func(ms int, host string, n int) { addURLs(t, b, ms, host, n) }
 	add(0, "x", 1)
 	x := b.Dispatch(at(100)) // x: FETCHING, must not be flushed again
 	add(0, "a", 1)
@@ -564,6 +568,62 @@ func TestFlush(t *testing.T) {
 		}
 	}
 	if freed := b.Release(at(40)); freed != 5 {
+		t.Fatalf("released %d, want 5", freed)
+	}
+}
+
+// TestDispatchHost: DispatchHost moves only the host's QUEUING element to
+// FETCHING, before its deadline or fill, full or not; other elements and
+// states are left alone, and the element finishes like a dispatched one.
+func TestDispatchHost(t *testing.T) {
+	b, _ := New(testConfig())
+	add := func(ms int, host string, n int) { addURLs(t, b, ms, host, n) }
+	add(0, "fetching", 1)
+	fetching := b.Dispatch(at(100))
+	add(0, "a", 2)    // QUEUING, in the deadline queue
+	add(0, "full", 3) // QUEUING and full: in the ready list
+	add(0, "b", 1)
+	add(0, "c", 3) // full, after "full" in the ready list
+	for _, tc := range []struct {
+		host  string
+		ok    bool
+		items int
+	}{
+		{"a", true, 2},
+		{"a", false, 0},        // FETCHING now
+		{"full", true, 3},      // from the ready list
+		{"fetching", false, 0}, // FETCHING
+		{"unknown", false, 0},  // no element
+	} {
+		got, ok := b.DispatchHost(tc.host, fnvHash(tc.host))
+		if ok != tc.ok || len(got.Items) != tc.items || ok && got.Host != tc.host {
+			t.Fatalf("DispatchHost(%s) = %s:%d, %v; want %d items, %v", tc.host, got.Host, len(got.Items), ok, tc.items, tc.ok)
+		}
+		if ok {
+			if v, _ := b.Lookup(tc.host, fnvHash(tc.host)); v.State != Fetching || v.ID != got.ID {
+				t.Fatalf("%s after DispatchHost: %+v, want FETCHING with the batch's ID %v", tc.host, v, got.ID)
+			}
+			fetching = append(fetching, got)
+		}
+	}
+	// The others dispatch as before: the full one first, then b at its deadline.
+	var names []string
+	for _, bt := range b.Dispatch(at(100)) {
+		names = append(names, fmt.Sprintf("%s:%d", bt.Host, len(bt.Items)))
+		fetching = append(fetching, bt)
+	}
+	if want := "c:3 b:1"; strings.Join(names, " ") != want {
+		t.Fatalf("Dispatch = %q, want %q", strings.Join(names, " "), want)
+	}
+	if c := b.Counts(); c.Queuing != 0 || c.Fetching != 5 {
+		t.Fatalf("counts %+v, want 0 queuing, 5 fetching", c)
+	}
+	for _, bt := range fetching {
+		if err := b.Finish(bt.ID, at(110), 0); err != nil {
+			t.Fatalf("finish %s: %v", bt.Host, err)
+		}
+	}
+	if freed := b.Release(at(110)); freed != 5 {
 		t.Fatalf("released %d, want 5", freed)
 	}
 }

@@ -51,6 +51,7 @@ type ExchangeConfig struct {
 	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
+	MinBatch         int           // URLs that are sent at once, without waiting MaxDelay; default 250, valid 1..MaxBatch
 	MaxDelay         time.Duration // max age before a partial batch is sent, default 500ms, valid 1ms..1m
 	MaxFrame         int           // max frame payload, default 8 MiB, valid 1 MiB..64 MiB
 	DialTimeout      time.Duration // default 5s
@@ -66,7 +67,7 @@ type ExchangeConfig struct {
 // DefaultExchangeConfig returns the defaults (without the required fields).
 func DefaultExchangeConfig() ExchangeConfig {
 	return ExchangeConfig{
-		Listen: "0.0.0.0:7947", MaxBatch: 1000, MaxDelay: 500 * time.Millisecond, MaxFrame: DefaultMaxFrame,
+		Listen: "0.0.0.0:7947", MaxBatch: 1000, MinBatch: 250, MaxDelay: 500 * time.Millisecond, MaxFrame: DefaultMaxFrame,
 		DialTimeout: 5 * time.Second, HandshakeTimeout: 10 * time.Second, AckTimeout: 60 * time.Second,
 		BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second,
 	}
@@ -84,6 +85,9 @@ func (c *ExchangeConfig) fill() error {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = d.MaxBatch
+	}
+	if c.MinBatch == 0 {
+		c.MinBatch = min(d.MinBatch, c.MaxBatch)
 	}
 	if c.MaxFrame == 0 {
 		c.MaxFrame = d.MaxFrame
@@ -104,6 +108,8 @@ func (c *ExchangeConfig) fill() error {
 		return errors.New("cluster: exchange: Outbox, Local, OwnerOf and AddrOf are required")
 	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
 		return fmt.Errorf("cluster: exchange max_batch=%d: must be 1..100000", c.MaxBatch)
+	case c.MinBatch < 1 || c.MinBatch > c.MaxBatch:
+		return fmt.Errorf("cluster: exchange min_batch=%d: must be 1..max_batch (%d)", c.MinBatch, c.MaxBatch)
 	case c.MaxDelay < time.Millisecond || c.MaxDelay > time.Minute:
 		return fmt.Errorf("cluster: exchange max_delay=%s: must be 1ms..1m", c.MaxDelay)
 	case c.MaxFrame < 1<<20 || c.MaxFrame > 64<<20:
@@ -441,6 +447,8 @@ type sender struct {
 	conn  *xconn
 	addr  string
 	fails int
+	// lastSend is when the last batch was taken to be sent (waitReady).
+	lastSend time.Time
 }
 
 func (x *Exchange) wake(peer string) {
@@ -474,6 +482,7 @@ func (s *sender) run() {
 		if !s.waitReady(retry) {
 			return
 		}
+		s.lastSend = time.Now()
 		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, x.routeOf)
 		if err != nil {
 			if x.ctx.Err() != nil {
@@ -511,13 +520,17 @@ func (s *sender) run() {
 	}
 }
 
-// waitReady waits until the queue has a batch worth sending: MaxBatch URLs,
-// or some URLs and MaxDelay passed, or a retry. False when closing.
+// waitReady waits until the queue has a batch worth sending: MinBatch URLs
+// (under load batches go out back to back, each with what gathered while
+// the previous one was acknowledged, at most MaxBatch), or some URLs and
+// MaxDelay passed since the last batch went (after a quiet spell the first
+// URLs go at once), or a retry. False when closing. So a batch below
+// MinBatch goes at most once per MaxDelay.
 func (s *sender) waitReady(retry bool) bool {
 	x, ob := s.x, s.x.cfg.Outbox
 	for {
 		n := ob.pending(s.peer)
-		if n > 0 && (retry || n >= x.cfg.MaxBatch) {
+		if n > 0 && (retry || n >= x.cfg.MinBatch || time.Since(s.lastSend) >= x.cfg.MaxDelay) {
 			return true
 		}
 		if n == 0 {
@@ -530,11 +543,11 @@ func (s *sender) waitReady(retry bool) bool {
 				return false
 			}
 		}
-		timer := time.NewTimer(x.cfg.MaxDelay)
+		timer := time.NewTimer(x.cfg.MaxDelay - time.Since(s.lastSend))
 		for {
 			select {
 			case <-s.wake:
-				if ob.pending(s.peer) < x.cfg.MaxBatch {
+				if ob.pending(s.peer) < x.cfg.MinBatch {
 					continue
 				}
 			case <-s.kick:

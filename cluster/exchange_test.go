@@ -628,3 +628,33 @@ func TestExchangeConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestExchangeBatchPacing: after a quiet spell the first URLs go at once; a
+// partial batch (below MinBatch) waits MaxDelay after the previous batch;
+// MinBatch URLs go at once.
+func TestExchangeBatchPacing(t *testing.T) {
+	book := &addrBook{}
+	b := newTestNode(t, "b", testKey, allTo("b"), book)
+	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
+	x, err := NewExchange(ExchangeConfig{
+		Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: newFakeInserter(), OwnerOf: allTo("b"), AddrOf: book.get,
+		MinBatch: 10, MaxDelay: time.Minute, AckTimeout: 10 * time.Second, Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Close(); ob.Close() })
+	urls := testURLs("pace", 11)
+	route(t, x, urls[:1], 1)
+	waitFor(t, 10*time.Second, "the first URL after a quiet spell", func() bool { return b.ins.distinct() == 1 })
+	route(t, x, urls[1:4], 3)
+	time.Sleep(300 * time.Millisecond)
+	if got := b.ins.distinct(); got != 1 {
+		t.Fatalf("a partial batch went before MaxDelay (1m): %d URLs at b, want 1", got)
+	}
+	route(t, x, urls[4:11], 7)
+	waitFor(t, 10*time.Second, "MinBatch URLs", func() bool { return b.ins.distinct() == 11 })
+	if st := x.Stats(); st.BatchesSent != 2 {
+		t.Fatalf("%d batches sent, want 2", st.BatchesSent)
+	}
+}

@@ -29,7 +29,7 @@ const DefaultGossipPort = 7946
 type NodeMeta struct {
 	API      string `json:"api,omitempty"`      // HOST:PORT of the node's HTTP API
 	Exchange string `json:"exchange,omitempty"` // HOST:PORT of the node's URL exchange listener
-	// Settled is the RingHash of the member set for which this node has
+	// Settled is the Ring.ID of the member set for which this node has
 	// moved every record another member owns and had it acknowledged (see
 	// Cluster): a joining node starts fetching once every member is settled
 	// for the member set it sees.
@@ -43,6 +43,15 @@ type NodeMeta struct {
 	// phase assignment at that boundary together, however far apart they
 	// learn of the change.
 	From int64 `json:"from,omitempty"`
+	// View is the RingHash of the member list this node scheduled last for
+	// its phases, and ViewFrom the epoch that list is in effect from: the
+	// members that learned of one change apart (a failure announces
+	// nothing) adopt the latest epoch any of them chose for it.
+	View     string `json:"view,omitempty"`
+	ViewFrom int64  `json:"view_from,omitempty"`
+	// Started is when this node's process started (unix ns): a member
+	// back under the same name is a new ring member (Ring.ID).
+	Started int64 `json:"started,omitempty"`
 }
 
 // MembersConfig configures StartMembers.
@@ -122,6 +131,9 @@ type Member struct {
 	Settled  string      `json:"-"` // NodeMeta.Settled
 	Leaving  bool        `json:"-"` // NodeMeta.Leaving
 	From     int64       `json:"-"` // NodeMeta.From
+	View     string      `json:"-"` // NodeMeta.View
+	ViewFrom int64       `json:"-"` // NodeMeta.ViewFrom
+	Started  int64       `json:"-"` // NodeMeta.Started
 	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
 }
 
@@ -402,6 +414,7 @@ func toMember(n *memberlist.Node) Member {
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
 		x.API, x.Exchange, x.Settled, x.Leaving, x.From = meta.API, meta.Exchange, meta.Settled, meta.Leaving, meta.From
+		x.View, x.ViewFrom, x.Started = meta.View, meta.ViewFrom, meta.Started
 	}
 	switch n.State {
 	case memberlist.StateAlive:

@@ -52,11 +52,12 @@ var (
 	dJoining     = desc(node.MetricJoinWaiting)
 	dPauses      = desc(node.MetricPauses)
 	dReplicas    = desc(node.MetricReplicasSent)
+	dAway        = desc(node.MetricMembersAway)
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas} {
+		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas, dAway} {
 		ch <- d
 	}
 }
@@ -78,6 +79,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := c.sched.At(time.Now())
 	gauge(dMembers, float64(c.alive.Load()))
+	gauge(dAway, float64(c.Away()))
 	gauge(dPhase, float64(current(st)))
 	counter(dSwaps, float64(c.swaps.Load()))
 	counter(dPauses, float64(c.pauses.Load()))

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -54,6 +55,9 @@ type NodeConfig struct {
 	// BatchDelay is the exchange's MaxDelay: the longest a partial batch
 	// waits. Default 200ms.
 	BatchDelay time.Duration
+	// TakeoverAfter is how long the URLs owned by a member declared dead
+	// wait (Held) before this node crawls those that reach it; 0: at once.
+	TakeoverAfter time.Duration
 	// JoinTimeout bounds how long a starting node waits, before it
 	// fetches, for every member to have moved the records it owns to it
 	// (see Cluster). Default 2m.
@@ -74,6 +78,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
+		TakeoverAfter: k.TakeoverAfter,
 	}
 }
 
@@ -105,6 +110,7 @@ type Cluster struct {
 	sched   *Schedule
 
 	ring  atomic.Pointer[Ring]
+	away  atomic.Pointer[away]              // members declared dead whose share waits (Held); nil: none
 	addrs atomic.Pointer[map[string]string] // member name -> exchange address
 	alive atomic.Int64                      // members seen alive, this one included
 
@@ -118,6 +124,8 @@ type Cluster struct {
 	gateSince   atomic.Int64 // after a freeze: members' states received before this (unix ns) do not count (gate)
 	rebalancing atomic.Bool
 	rebKick     chan struct{}
+	viewKick    chan struct{}            // the schedule's latest list or its epoch changed: gossip them (announceView)
+	view        atomic.Pointer[NodeMeta] // View and ViewFrom to gossip
 	swaps       atomic.Uint64
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	movedURLs   atomic.Uint64
@@ -282,8 +290,12 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 2 * time.Minute
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1)}
-	c.ring.Store(NewRing([]string{cfg.Name}))
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1)}
+	// No owner is known until update applies the membership: the
+	// exchange, started before the join, keeps the URLs a previous process
+	// left in the outbox for their owners instead of taking them as this
+	// node's own.
+	c.ring.Store(NewRing(nil))
 	c.peersLeaving.Store(&map[string]bool{})
 	c.addrs.Store(&map[string]string{})
 	ok := false
@@ -337,7 +349,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.x, err = NewExchange(xc); err != nil {
 		return nil, err
 	}
-	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead)}
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead), Started: time.Now().UnixNano()}
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
 		Meta: meta, Logger: logger, Tune: cfg.Tune,
@@ -359,6 +371,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.update()
 	signal(c.rebKick) // settle for the first member set even if it is just us
 	c.wg.Go(func() { c.follow(ctx) })
+	c.wg.Go(func() { c.announceView(ctx) })
 	c.wg.Go(func() { c.watchPhases(ctx) })
 	rctx, rcancel := context.WithCancel(ctx)
 	c.rebCancel = rcancel
@@ -372,11 +385,31 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 // follow applies membership changes until ctx is done.
 func (c *Cluster) follow(ctx context.Context) {
 	for {
+		var expire <-chan time.Time
+		var timer *time.Timer
+		if a := c.away.Load(); a != nil {
+			timer = time.NewTimer(time.Until(a.next))
+			expire = timer.C
+		}
+		stop := func() {
+			if timer != nil {
+				timer.Stop()
+			}
+		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return
 		case <-c.members.Changes():
+			stop()
 			c.update()
+		case <-expire:
+			// A member's wait ended: its share is crawled here from now.
+			c.update()
+			c.log.Info("members away too long: crawling their share", "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
+			if c.cfg.Wake != nil {
+				c.cfg.Wake()
+			}
 		}
 	}
 }
@@ -402,6 +435,7 @@ func (c *Cluster) update() {
 	// hands off to the members that stay.
 	leaving := c.leaving.Load()
 	owners := make([]string, 0, len(alive))
+	procs := make([]string, 0, len(alive)) // name/started of each owner: the ring's ID
 	peersLeaving := map[string]bool{}
 	for _, m := range alive {
 		if m.Leaving && m.Name != c.cfg.Name {
@@ -409,15 +443,31 @@ func (c *Cluster) update() {
 		}
 		if !leaving || (m.Name != c.cfg.Name && !m.Leaving) {
 			owners = append(owners, m.Name)
+			procs = append(procs, fmt.Sprintf("%s/%d", m.Name, m.Started))
 		}
 	}
 	c.peersLeaving.Store(&peersLeaving)
 	var from int64
 	if !leaving {
-		from = c.sched.SetMembersAfter(names, c.announced(names))
+		announced := c.announced(names)
+		notBefore := max(announced, c.agreed(names))
+		if latest := c.sched.Latest(); announced == 0 && latest != nil && !equalStrings(latest, NewRing(names).Members()) {
+			// A failure: nobody announced the epoch. Choose one far
+			// enough ahead for the members' choices (gossiped as
+			// NodeMeta.ViewFrom) to meet before its guard starts.
+			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), announceLead))
+		}
+		from = c.sched.SetMembersAfter(names, notBefore)
+		v := &NodeMeta{View: RingHash(names), ViewFrom: from}
+		if old := c.view.Swap(v); old == nil || *old != *v {
+			signal(c.viewKick)
+		}
 	}
-	if old := c.ring.Load(); !equalStrings(old.Members(), NewRing(owners).Members()) {
-		c.ring.Store(NewRing(owners))
+	c.away.Store(c.computeAway(owners, time.Now()))
+	ring := NewRing(owners)
+	ring.id = RingHash(procs)
+	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
+		c.ring.Store(ring)
 		if !leaving {
 			c.log.Info("membership changed", "members", names, "schedule_from_epoch", from)
 			signal(c.rebKick)
@@ -443,6 +493,36 @@ func (c *Cluster) announced(names []string) int64 {
 		}
 	}
 	return from
+}
+
+// agreed returns the latest epoch any member gossiped (NodeMeta.ViewFrom)
+// for the member list names; 0 when none did.
+func (c *Cluster) agreed(names []string) int64 {
+	h := RingHash(names)
+	var from int64
+	for _, m := range c.members.All() {
+		if m.View == h {
+			from = max(from, m.ViewFrom)
+		}
+	}
+	return from
+}
+
+// announceView gossips the member list this node scheduled last and its
+// epoch (NodeMeta.View, ViewFrom) whenever update changes them, until ctx
+// is done. It runs apart from update because gossiping metadata waits for
+// the broadcast.
+func (c *Cluster) announceView(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.viewKick:
+			if v := c.view.Load(); v != nil {
+				c.setMeta(func(m *NodeMeta) { m.View, m.ViewFrom = v.View, v.ViewFrom })
+			}
+		}
+	}
 }
 
 func equalStrings(a, b []string) bool {

@@ -70,6 +70,19 @@ func beats(w uint64, name string, bw uint64, bname string) bool {
 type Ring struct {
 	names  []string
 	hashes []uint64
+	id     string // identifies the members' processes too (Cluster.update); "" = RingHash(names)
+}
+
+// ID identifies the ring's member processes: RingHash of the names, or,
+// for a ring built by the cluster layer, of each name with its process's
+// start time, so that a member restarted under the same name (a kill -9
+// and a restart quicker than the others' failure detection) makes a new
+// ring that every member must settle for again.
+func (r *Ring) ID() string {
+	if r.id != "" {
+		return r.id
+	}
+	return RingHash(r.names)
 }
 
 // NewRing builds a Ring over members (order and duplicates do not matter;

@@ -231,21 +231,30 @@ func NewSchedule(cfg ScheduleConfig) (*Schedule, error) {
 // list is in effect.
 func (s *Schedule) SetMembers(members []string) int64 { return s.SetMembersAfter(members, 0) }
 
-// SetMembersAfter is SetMembers for a change whose members announced the
-// epoch it applies from (NodeMeta.From): the list takes effect at
+// SetMembersAfter is SetMembers for a change whose epoch was announced
+// (NodeMeta.From of a joining or leaving member, or NodeMeta.ViewFrom of the
+// members that already scheduled the same list): the list takes effect at
 // max(notBefore, the epoch SetMembers would choose). Every node that learns
 // of the change before that epoch's guard starts then switches at the same
 // boundary, however far apart they learned of it. A list equal to the
-// latest one keeps its epoch.
+// latest one keeps its epoch, unless notBefore is later and that epoch's
+// guard has not started yet: then the switch moves to notBefore (members
+// that chose different epochs for one change agree on the latest).
 func (s *Schedule) SetMembersAfter(members []string, notBefore int64) int64 {
 	cnow, u := s.clusterNow(time.Now())
-	e := Epoch(cnow, s.cfg.PhaseDuration)
+	d := s.cfg.PhaseDuration
+	e := Epoch(cnow, d)
 	from := e + 1
 	guard, _ := s.guard(u)
-	if !cnow.Before(EpochStart(e+1, s.cfg.PhaseDuration).Add(-guard)) {
+	if !cnow.Before(EpochStart(e+1, d).Add(-guard)) {
 		from = e + 2
 	}
-	return s.setMembersFrom(max(from, notBefore), members)
+	return s.setMembers(max(from, notBefore), members, func(scheduled int64) int64 {
+		if notBefore > scheduled && cnow.Before(EpochStart(scheduled, d).Add(-guard)) {
+			return notBefore
+		}
+		return scheduled
+	})
 }
 
 // AnnounceEpoch returns the first epoch whose guard starts at least lead
@@ -286,6 +295,12 @@ func (s *Schedule) SetMembersFrom(from int64, members []string) {
 // setMembersFrom is SetMembersFrom returning the epoch the latest list is in
 // effect from.
 func (s *Schedule) setMembersFrom(from int64, members []string) int64 {
+	return s.setMembers(from, members, nil)
+}
+
+// setMembers schedules members from epoch from on; when they equal the
+// latest list, that list keeps its epoch, or the one move returns for it.
+func (s *Schedule) setMembers(from int64, members []string, move func(scheduled int64) int64) int64 {
 	ms := slices.Clone(members)
 	ms = slices.DeleteFunc(ms, func(m string) bool { return m == "" })
 	slices.Sort(ms)
@@ -294,7 +309,10 @@ func (s *Schedule) setMembersFrom(from int64, members []string) int64 {
 	defer s.mu.Unlock()
 	if n := len(s.snaps); n > 0 && slices.Equal(s.snaps[n-1].members, ms) {
 		// Already the latest list: keep its epoch (a later call must not
-		// move an announced switch earlier).
+		// move an announced switch earlier), or move it later if allowed.
+		if move != nil {
+			s.snaps[n-1].from = move(s.snaps[n-1].from)
+		}
 		return s.snaps[n-1].from
 	}
 	i := 0

@@ -344,6 +344,70 @@ func TestScheduleAnnouncedEpoch(t *testing.T) {
 	}
 }
 
+// TestScheduleAgreesOnLatestChoice: members that learn of a failure apart
+// (nobody announces an epoch) choose different epochs around a guard start;
+// once each hears the other's choice (NodeMeta.ViewFrom) they switch at the
+// later one, unless the earlier one's guard has already started.
+func TestScheduleAgreesOnLatestChoice(t *testing.T) {
+	clkA, clkB := &fakeClock{}, &fakeClock{}
+	a, b := newTestSchedule(t, "a", clkA), newTestSchedule(t, "b", clkB)
+	// Guard 1s, epochs of 10s: epoch 100 is [1000s, 1010s), its guard [1009s, 1010s).
+	clkA.at(time.Unix(990, 0))
+	clkB.at(time.Unix(990, 0))
+	a.SetMembersFrom(99, []string{"a", "b", "c"})
+	b.SetMembersFrom(99, []string{"a", "b", "c"})
+	// Each chooses the first epoch whose guard starts 2s ahead (Cluster.update
+	// does so for a failure): a learns that c failed 2.1s before 101's
+	// guard (1009s), b 1.9s before.
+	clkA.at(time.Unix(1006, 900e6))
+	clkB.at(time.Unix(1007, 100e6))
+	after := []string{"a", "b"}
+	fa := a.SetMembersAfter(after, a.AnnounceEpoch(time.Now(), 2*time.Second))
+	fb := b.SetMembersAfter(after, b.AnnounceEpoch(time.Now(), 2*time.Second))
+	if fa != 101 || fb != 102 {
+		t.Fatalf("own choices: a %d, b %d; want 101 and 102", fa, fb)
+	}
+	clkA.at(time.Unix(1007, 300e6)) // a hears b's choice before 101's guard
+	if f := a.SetMembersAfter(after, fb); f != 102 {
+		t.Fatalf("a after hearing b's 102: from %d, want 102", f)
+	}
+	if f := b.SetMembersAfter(after, fa); f != 102 {
+		t.Fatalf("b after hearing a's 101: from %d, want 102 kept", f)
+	}
+	// Both now use the same phase count and different phases at every
+	// instant around the switch (without the agreement, a works epoch 101
+	// with 2 phases while b still counts 3).
+	for _, at := range []time.Time{time.Unix(1015, 0), time.Unix(1019, 500e6), time.Unix(1020, 100e6), time.Unix(1025, 0)} {
+		clkA.at(at)
+		clkB.at(at)
+		if sa, sb := a.At(time.Now()), b.At(time.Now()); sa.NPhase != sb.NPhase || sa.Phase == sb.Phase || sa.Epoch != sb.Epoch {
+			t.Fatalf("at %v: a %+v, b %+v", at, sa, sb)
+		}
+	}
+	// Too late: a later choice heard inside the guard of the scheduled
+	// epoch does not move it.
+	c := newTestSchedule(t, "a", clkA)
+	clkA.at(time.Unix(1030, 0))
+	c.SetMembersFrom(103, []string{"a", "b"})
+	clkA.at(time.Unix(1039, 500e6)) // 103 is in effect
+	if f := c.SetMembersAfter([]string{"a", "b"}, 105); f != 103 {
+		t.Fatalf("list in effect since 103, later choice 105 heard: from %d, want 103", f)
+	}
+	d := newTestSchedule(t, "a", clkA)
+	clkA.at(time.Unix(1030, 0))
+	d.SetMembersFrom(99, []string{"a", "b", "c"})
+	d.SetMembersFrom(104, []string{"a", "b"})
+	clkA.at(time.Unix(1039, 500e6)) // inside 104's guard [1039s, 1040s)
+	if f := d.SetMembersAfter([]string{"a", "b"}, 105); f != 104 {
+		t.Fatalf("later choice heard inside 104's guard: from %d, want 104 kept", f)
+	}
+	clkA.at(time.Unix(1038, 0))
+	d.SetMembersFrom(106, []string{"a"})
+	if f := d.SetMembersAfter([]string{"a"}, 107); f != 107 {
+		t.Fatalf("later choice heard before 106's guard: from %d, want 107", f)
+	}
+}
+
 func TestScheduleConfigValidate(t *testing.T) {
 	mod := func(f func(*ScheduleConfig)) ScheduleConfig {
 		c := DefaultScheduleConfig("a")

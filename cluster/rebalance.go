@@ -286,7 +286,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		}
 	}
 	logDone("rebalance done")
-	c.setMeta(func(m *NodeMeta) { m.Settled = RingHash(ring.Members()) })
+	c.setMeta(func(m *NodeMeta) { m.Settled = ring.ID() })
 }
 
 // setMeta changes this node's gossiped metadata.
@@ -303,7 +303,7 @@ func (c *Cluster) setMeta(change func(*NodeMeta)) {
 // settled for it, and which members are not.
 func (c *Cluster) settled() (bool, []string) {
 	ring := c.ring.Load()
-	h := RingHash(ring.Members())
+	h := ring.ID()
 	var waiting []string
 	since := c.gateSince.Load()
 	if since != 0 && time.Since(time.Unix(0, since)) > 3*c.members.DeadAfter() {

@@ -91,6 +91,13 @@ type Cluster struct {
 	// fetches, for the others to move its records to it. Default 2m, valid
 	// 1s..1h.
 	JoinTimeout time.Duration `yaml:"join_timeout"`
+	// TakeoverAfter is how long the members wait, after gossip declared a
+	// member dead (a crash, kill -9, a freeze), before they crawl the URLs
+	// of its share that reach them: until then those wait, so a member
+	// restarted in time (same --name and --data) gets them back and does not
+	// have its last pages, whose replicas may not have left it, crawled
+	// again by the others. Default 2m, valid 0 (at once)..24h.
+	TakeoverAfter time.Duration `yaml:"takeover_after"`
 	// BatchDelay is the longest a partial batch of URLs for another member
 	// waits in the outbox before it is sent (a full batch, 1000 URLs, goes
 	// at once). Default 500ms, valid 1ms..1m. Shorter: discovered URLs reach
@@ -194,11 +201,15 @@ type Frontier struct {
 	Window int `yaml:"window"`
 	// BatchSize is the most writes in one transaction. Default 2048, valid 1..100000.
 	BatchSize int `yaml:"batch_size"`
-	// BatchDelay is the longest a write waits to be batched. Default 10ms:
-	// under load each commit (and its fsync) then carries about 10ms of
-	// writes, which measured 20-27% more pages/s than 0 on 2 cores (README,
-	// "Performance"); 0 commits what is queued at once, and writes arriving
-	// during a commit form the next batch. Valid 0..1s.
+	// BatchDelay is the longest a write waits to be batched. Default 20ms:
+	// under load each commit (and its fsync) then carries about 20ms of
+	// writes; 10ms measured 20-27% more pages/s than 0 on 2 cores, and 20ms
+	// another ~10% fewer CPU-s per page and ~9% more pages/s than 10ms (40ms:
+	// fewer pages/s, host trips wait longer for their last write) (README,
+	// "Performance"); a batch is committed sooner when no write comes for a
+	// quarter of the delay (light load, e.g. the last hosts of a crawl:
+	// ~4% more pages/s); 0 commits what is queued at once, and writes
+	// arriving during a commit form the next batch. Valid 0..1s.
 	BatchDelay time.Duration `yaml:"batch_delay"`
 }
 
@@ -220,7 +231,31 @@ type WARC struct {
 	Enabled bool `yaml:"enabled"`
 	// MaxSize rotates a WARC file past this many bytes. Default 1 GiB, valid 1 MiB..100 GiB.
 	MaxSize int64 `yaml:"max_size"`
+	// Compression chooses which records are deflated (every record is its
+	// own gzip member either way, readable by any WARC tool): "responses"
+	// deflates response and warcinfo records (gzip level 1) and writes the
+	// small request records as stored (uncompressed) gzip members, whose
+	// deflate costs about as much CPU as a whole page's for ~250 bytes
+	// saved; "all" deflates every record. Default "responses".
+	Compression string `yaml:"compression"`
+	// CompressionLevel is the deflate level of the deflated records:
+	// -2 (Huffman only: no match search, a static HTML table where it
+	// fits; the default), or 1 (fastest match search) to 9. On
+	// synthetic-web pages (2-8 KB) -2 costs ~18 µs per exchange and 3,466
+	// bytes, 1 costs ~33 µs and 2,478 bytes
+	// (`go test ./fetch/archive -bench WARCWrite`).
+	CompressionLevel int `yaml:"compression_level"`
 }
+
+// WARC compression modes (WARC.Compression).
+const (
+	WARCCompressResponses = "responses"
+	WARCCompressAll       = "all"
+)
+
+// WARCHuffmanOnly is the WARC.CompressionLevel that entropy-codes records
+// without searching for matches (compress/flate.HuffmanOnly).
+const WARCHuffmanOnly = -2
 
 // Log configures logging.
 type Log struct {
@@ -260,11 +295,11 @@ func Default() Config {
 			MaxOutlinks:    10000,
 		},
 		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
-		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 10 * time.Millisecond},
+		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
-		WARC:     WARC{Enabled: true, MaxSize: 1 << 30},
+		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
 		Log:      Log{Level: "info", Format: "text"},
-		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute,
+		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
 			BatchDelay: 500 * time.Millisecond},
 	}
 }
@@ -337,6 +372,12 @@ func (c Config) Validate() error {
 	}
 	if c.WARC.Enabled {
 		intRange("warc.max_size", c.WARC.MaxSize, 1<<20, 100<<30)
+		if c.WARC.Compression != WARCCompressResponses && c.WARC.Compression != WARCCompressAll {
+			bad("warc.compression=%q: must be %s or %s", c.WARC.Compression, WARCCompressResponses, WARCCompressAll)
+		}
+		if l := c.WARC.CompressionLevel; l != WARCHuffmanOnly && (l < 1 || l > 9) {
+			bad("warc.compression_level=%d: must be -2 (Huffman only) or 1..9", l)
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -385,6 +426,9 @@ func (c Cluster) validate() []string {
 	}
 	if c.Guard < 0 || c.Guard > c.PhaseDuration/2 {
 		bad("cluster.guard=%s: must be in 0..phase_duration/2 (%s)", c.Guard, c.PhaseDuration/2)
+	}
+	if c.TakeoverAfter < 0 || c.TakeoverAfter > 24*time.Hour {
+		bad("cluster.takeover_after=%s: must be in 0..24h", c.TakeoverAfter)
 	}
 	if c.HandoffTimeout < time.Second || c.HandoffTimeout > time.Hour {
 		bad("cluster.handoff_timeout=%s: must be in 1s..1h", c.HandoffTimeout)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,20 @@ func TestPrecedence(t *testing.T) {
 		{"unknown yaml key", []string{"--config", writeFile(t, dir, "bad.yaml", "delya: 1s\n")}, nil, nil, "delya"},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, nil, "nope.yaml"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, nil, "log.format"},
+		{"bad warc compression", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION": "zstd"}, nil, `warc.compression="zstd": must be responses or all`},
+		{"warc compression all", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION": "all"}, func(c Config) string {
+			if c.WARC.Compression != WARCCompressAll {
+				return "warc.compression not applied: " + c.WARC.Compression
+			}
+			return ""
+		}, ""},
+		{"bad warc compression level", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION_LEVEL": "0"}, nil, `warc.compression_level=0: must be -2 (Huffman only) or 1..9`},
+		{"warc compression level", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION_LEVEL": "1"}, func(c Config) string {
+			if c.WARC.CompressionLevel != 1 {
+				return "warc.compression_level not applied: " + strconv.Itoa(c.WARC.CompressionLevel)
+			}
+			return ""
+		}, ""},
 		{"stray arg", []string{"oops"}, nil, nil, "unexpected argument"},
 		{"bad resolve", []string{"--resolve", "nope"}, nil, nil, "resolve[0]"},
 		{"cluster flags", []string{"--gossip", "127.0.0.2:7946", "--join", "127.0.0.3:7946,127.0.0.4", "--join", "127.0.0.5:1",
@@ -99,6 +114,13 @@ func TestPrecedence(t *testing.T) {
 		{"cluster phases range", []string{"--phases", "0"}, nil, nil, "cluster.phases=0: must be in 1..65536"},
 		{"cluster phase duration range", []string{"--phase-duration", "10ms"}, nil, nil, "cluster.phase_duration=10ms"},
 		{"cluster guard range", []string{"--phase-duration", "2s"}, map[string]string{"PHASECRAWL_CLUSTER_GUARD": "1500ms"}, nil, "cluster.guard=1.5s"},
+		{"cluster takeover range", nil, map[string]string{"PHASECRAWL_CLUSTER_TAKEOVER_AFTER": "25h"}, nil, "cluster.takeover_after=25h0m0s: must be in 0..24h"},
+		{"cluster takeover env", nil, map[string]string{"PHASECRAWL_CLUSTER_TAKEOVER_AFTER": "0s"}, func(c Config) string {
+			if c.Cluster.TakeoverAfter != 0 {
+				return "takeover_after " + c.Cluster.TakeoverAfter.String() + ", want 0"
+			}
+			return ""
+		}, ""},
 		{"cluster bad join", []string{"--gossip", ":1", "--cluster-key-file", "k", "--join", "a:b:c"}, nil, nil, "cluster.join[0]"},
 		{"cluster bad exchange", []string{"--gossip", ":1", "--cluster-key-file", "k", "--exchange", "nope"}, nil, nil, "cluster.exchange"},
 		{"join without gossip", []string{"--join", "127.0.0.1:7946"}, nil, nil, "cluster.join: needs cluster.gossip"},

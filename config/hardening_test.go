@@ -192,6 +192,7 @@ func FuzzLoad(f *testing.F) {
 		switch {
 		case namesSomething(msg, names):
 		case strings.Contains(msg, " not found in type "): // an unknown key, named with its path
+		case strings.Contains(msg, "mapping key \"") && strings.Contains(msg, "\" already defined at line "): // a repeated key, named (before an unknown one is reported)
 		case strings.Contains(msg, "flag"), strings.Contains(msg, "unexpected argument"): // the flag package names the flag or argument
 		case strings.Contains(msg, "fuzz.yaml: yaml:"), strings.Contains(msg, "into config.Config"): // syntax, or a file that is not a mapping
 		case strings.Contains(msg, "read ") && strings.Contains(msg, "file does not exist"): // --config names a file that is not there

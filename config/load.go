@@ -149,6 +149,9 @@ func decodeYAML(name string, data []byte, cfg *Config) (err error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("config: %s: %w", name, err)
 	}
+	if line, kind := badKey(&doc, 0); line > 0 {
+		return fmt.Errorf("config: %s: yaml: line %d: a key must be a plain name, not a %s", name, line, kind)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -164,6 +167,31 @@ func decodeYAML(name string, data []byte, cfg *Config) (err error) {
 		return fmt.Errorf("config: %s: %s", name, strings.Join(msgs, "; "))
 	}
 	return nil
+}
+
+// badKey returns the line and kind of the first mapping key that is not a
+// scalar ("[]: x", "{a: b}: x"), which no configuration key can be; 0 when
+// there is none.
+func badKey(n *yaml.Node, depth int) (int, string) {
+	if n == nil || depth > 64 {
+		return 0, ""
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			switch k := n.Content[i]; k.Kind {
+			case yaml.SequenceNode:
+				return k.Line, "sequence"
+			case yaml.MappingNode:
+				return k.Line, "mapping"
+			}
+		}
+	}
+	for _, c := range n.Content {
+		if line, kind := badKey(c, depth+1); line > 0 {
+			return line, kind
+		}
+	}
+	return 0, ""
 }
 
 // keyLines maps the lines of a YAML document to the dotted keys found there, by the kind of

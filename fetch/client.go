@@ -11,8 +11,8 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,14 +97,14 @@ func (c ClientConfig) Validate() error {
 	return nil
 }
 
-// Client fetches single URLs without following redirects, over one shared keep-alive transport
-// with at most one connection per host. Safe for concurrent use.
+// Client fetches single URLs without following redirects, over keep-alive connections, at most
+// one per host and used by one request at a time (conn.go). Safe for concurrent use.
 type Client struct {
-	cfg    ClientConfig
-	dialer net.Dialer
-	res    *net.Resolver
-	tr     *http.Transport
-	hc     *http.Client
+	cfg     ClientConfig
+	dialer  net.Dialer
+	res     *net.Resolver
+	pool    *connPool   // one connection per host (conn.go)
+	tlsConf *tls.Config // for https; ServerName set per connection
 
 	// Seams for tests of the private-address guard (DNS rebinding): lookup resolves a host
 	// name for one connection, dial opens it (default: dialer.DialContext, whose Control
@@ -127,6 +127,48 @@ type Response struct {
 	RequestDump []byte        // the request as sent (request line, Host, headers, blank line); for WARC
 	Proto       string        // e.g. "HTTP/1.1"
 	IP          string        // remote IP of the connection used
+
+	bufs [2][]byte // the buffers RawBody and Body were read into (Release)
+}
+
+// Release hands the response's body buffers back for reuse by later
+// fetches. Body and RawBody must not be used afterwards (nor anything
+// sharing their memory); calling Release is optional.
+func (r *Response) Release() {
+	for i, b := range r.bufs {
+		putBuf(b)
+		r.bufs[i] = nil
+	}
+	r.Body, r.RawBody = nil, nil
+}
+
+// bodyBufs recycles body buffers (Response.Release): a page's bodies are
+// most of what a fetch allocates.
+var bodyBufs sync.Pool // *[]byte
+
+const (
+	minPooledBuf = 16 << 10  // buffers taken from the pool are at least this big
+	maxPooledBuf = 256 << 10 // bigger buffers are left to the garbage collector
+)
+
+// getBuf returns an empty buffer with room for at least size bytes.
+func getBuf(size int) []byte {
+	if size <= maxPooledBuf {
+		if p, _ := bodyBufs.Get().(*[]byte); p != nil {
+			if cap(*p) >= size {
+				return (*p)[:0]
+			}
+		}
+		size = max(size, minPooledBuf)
+	}
+	return make([]byte, 0, size)
+}
+
+func putBuf(b []byte) {
+	if cap(b) >= minPooledBuf && cap(b) <= maxPooledBuf {
+		b = b[:0]
+		bodyBufs.Put(&b)
+	}
 }
 
 // ErrBodyTimeout is returned (wrapped) when the body was not read within BodyTimeout.
@@ -171,28 +213,13 @@ func NewClient(c ClientConfig) (*Client, error) {
 			return nil
 		}
 	}
-	cl.tr = &http.Transport{
-		Proxy:                 nil,
-		DialContext:           cl.dialContext,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   c.ConnectTimeout,
-		ResponseHeaderTimeout: c.HeaderTimeout,
-		DisableCompression:    true,
-		MaxConnsPerHost:       1,
-		MaxIdleConnsPerHost:   1,
-		MaxIdleConns:          c.MaxIdleConns,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     false,
-	}
-	cl.hc = &http.Client{
-		Transport:     cl.tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	cl.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	cl.pool = newConnPool(c.MaxIdleConns)
 	return cl, nil
 }
 
 // Close closes idle connections. In-flight fetches are not interrupted (cancel their contexts).
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func (c *Client) Close() { c.pool.closeIdle() }
 
 // dialContext applies --resolve rules, then the private-address guard, then dials.
 func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -251,86 +278,116 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 // returned with Location resolved. Errors are wrapped; classify them with ErrorKind.
 func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 	start := time.Now()
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
-	var mu sync.Mutex
-	var remoteIP string
-	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
-		if info.Conn == nil {
-			return
-		}
-		ip := info.Conn.RemoteAddr().String()
-		if h, _, err := net.SplitHostPort(ip); err == nil {
-			ip = h
-		}
-		mu.Lock()
-		remoteIP = ip
-		mu.Unlock()
-	}}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodGet, rawURL, nil)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("fetch: GET %s: %w", rawURL, err)
+	}
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("fetch: %q: %w: %v", rawURL, ErrBadURL, err)
 	}
-	if (req.URL.Scheme != "http" && req.URL.Scheme != "https") || req.URL.Host == "" {
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("fetch: %q: %w: want absolute http or https", rawURL, ErrBadURL)
 	}
-	req.Header["User-Agent"] = []string{c.cfg.UserAgent}
-	req.Header["Accept-Encoding"] = []string{"gzip, deflate"}
-
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
 	}
-	defer resp.Body.Close()
+	if host == "" || strings.ContainsAny(u.Host, " \t\r\n") {
+		return nil, fmt.Errorf("fetch: %q: %w: bad host", rawURL, ErrBadURL)
+	}
+	addr := net.JoinHostPort(host, port)
+	req := &http.Request{
+		Method:     http.MethodGet,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Host:       u.Host,
+		Header:     http.Header{"User-Agent": {c.cfg.UserAgent}, "Accept-Encoding": {"gzip, deflate"}},
+	}
+	dump := requestDump(req)
 
+	slot, err := c.pool.acquire(ctx, u.Scheme+"://"+addr)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: GET %s: %w", rawURL, err)
+	}
+	defer c.pool.release(slot)
+	pc, resp, err := c.exchange(ctx, slot, req, dump, addr)
+	if err != nil {
+		return nil, err
+	}
+
+	// The body: within BodyTimeout, at MinRate or faster, until ctx ends.
 	max := c.cfg.MaxBodySize
-	timer := time.AfterFunc(c.cfg.BodyTimeout, func() { cancel(ErrBodyTimeout) })
+	var slow atomic.Bool
+	pc.conn.SetDeadline(time.Now().Add(c.cfg.BodyTimeout))
+	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
 	body := io.Reader(resp.Body)
 	var guard *rateGuard
 	if c.cfg.MinRate > 0 {
-		guard = newRateGuard(resp.Body, c.cfg.MinRate, c.cfg.RateWindow, func() { cancel(ErrTooSlow) })
+		guard = newRateGuard(resp.Body, c.cfg.MinRate, c.cfg.RateWindow, func() {
+			slow.Store(true)
+			pc.conn.SetReadDeadline(aLongTimeAgo)
+		})
 		body = guard
 	}
 	raw, rerr := readBounded(body, max+1, resp.ContentLength)
-	timer.Stop()
 	if guard != nil {
 		guard.stop()
 	}
+	interrupted := !stop() || slow.Load()
 	if rerr != nil {
-		if cause := context.Cause(rctx); errors.Is(cause, ErrBodyTimeout) || errors.Is(cause, ErrTooSlow) {
-			return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), cause)
-		}
-		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), rerr)
+		pc.conn.Close()
+		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), bodyError(ctx, &slow, rerr))
+	}
+	// Whole body read (EOF, not cut at the limit), nothing unsolicited
+	// after it, not closing: the connection serves the host's next request.
+	if int64(len(raw)) <= max && !interrupted && !resp.Close && pc.br.Buffered() == 0 && resp.Body.Close() == nil &&
+		pc.conn.SetDeadline(time.Time{}) == nil {
+		c.pool.put(pc)
+	} else {
+		pc.conn.Close()
 	}
 	r := &Response{
 		URL:         rawURL,
 		Status:      resp.StatusCode,
 		Header:      resp.Header,
 		Proto:       resp.Proto,
-		RequestDump: requestDump(req),
+		RequestDump: dump,
+		IP:          pc.ip,
 	}
+	r.bufs[0] = raw
 	if int64(len(raw)) > max {
 		raw = raw[:max:max]
 		r.Truncated = true
 	}
 	r.RawBody = raw
+	r.derive(req.URL, max)
+	if len(r.Body) > 0 && len(raw) > 0 && &r.Body[0] != &raw[0] {
+		r.bufs[1] = r.Body // decoded into a buffer of its own
+	}
+	r.Duration = time.Since(start)
+	return r, nil
+}
+
+// derive sets what Fetch derives from Status, Header and RawBody: Body
+// decoded (gzip/deflate, at most max bytes; Truncated when cut), the
+// ContentType, and for a 3xx the Location resolved against base.
+func (r *Response) derive(base *url.URL, max int64) {
 	var dtrunc bool
-	r.Body, dtrunc = decodeBody(resp.Header.Get("Content-Encoding"), raw, max)
+	r.Body, dtrunc = decodeBody(r.Header.Get("Content-Encoding"), r.RawBody, max)
 	r.Truncated = r.Truncated || dtrunc
-	r.ContentType = clientMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		if loc := resp.Header.Get("Location"); loc != "" {
-			if u, err := req.URL.Parse(strings.TrimSpace(loc)); err == nil {
+	r.ContentType = clientMediaType(r.Header.Get("Content-Type"))
+	if r.Status >= 300 && r.Status < 400 {
+		if loc := r.Header.Get("Location"); loc != "" {
+			if u, err := base.Parse(strings.TrimSpace(loc)); err == nil {
 				r.Location = u.String()
 			}
 		}
 	}
-	mu.Lock()
-	r.IP = remoteIP
-	mu.Unlock()
-	r.Duration = time.Since(start)
-	return r, nil
 }
 
 // Get adapts Fetch to the robots fetcher's signature (status, headers, decoded body).
@@ -395,15 +452,40 @@ func (g *rateGuard) stop() {
 	g.mu.Unlock()
 }
 
-// readBounded reads at most limit bytes of r, pre-sizing with the announced length.
+// readBounded reads r until EOF, but at most limit bytes, pre-sizing with the
+// announced length; like bytes.Buffer.ReadFrom of an io.LimitReader, io.EOF
+// is not an error and what was read before an error is returned with it.
+// The buffer comes from the body buffer pool.
 func readBounded(r io.Reader, limit, announced int64) ([]byte, error) {
 	size := int64(512)
 	if announced > 0 {
 		size = min(announced+1, limit)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(io.LimitReader(r, limit))
-	return buf.Bytes(), err
+	buf := getBuf(int(size))
+	for int64(len(buf)) < limit {
+		if len(buf) == cap(buf) {
+			next := getBuf(int(min(int64(2*cap(buf)+512), limit)))
+			next = append(next, buf...)
+			putBuf(buf)
+			buf = next
+		}
+		room := buf[len(buf):cap(buf)]
+		if rest := limit - int64(len(buf)); int64(len(room)) > rest {
+			room = room[:rest]
+		}
+		n, err := r.Read(room)
+		if n < 0 || n > len(room) {
+			return buf, errors.New("fetch: body reader returned an invalid count")
+		}
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 var gzipReaderPool sync.Pool // *gzip.Reader
@@ -478,27 +560,27 @@ func clientMediaType(ct string) string {
 	return strings.ToLower(strings.TrimSpace(mt))
 }
 
-// requestDump renders the request as the transport writes it for HTTP/1.1.
+// requestDump renders the GET Fetch sends (request line, Host, User-Agent,
+// Accept-Encoding, blank line): these bytes are written to the connection
+// and archived as the WARC request record.
 func requestDump(req *http.Request) []byte {
-	var b bytes.Buffer
-	b.Grow(256)
-	b.WriteString(req.Method)
-	b.WriteByte(' ')
-	b.WriteString(req.URL.RequestURI())
-	b.WriteString(" HTTP/1.1\r\nHost: ")
 	host := req.Host
 	if host == "" {
 		host = req.URL.Host
 	}
-	b.WriteString(host)
-	b.WriteString("\r\nUser-Agent: ")
-	b.WriteString(req.Header.Get("User-Agent"))
-	b.WriteString("\r\n")
-	h := req.Header.Clone()
-	h.Del("User-Agent")
-	_ = h.Write(&b)
-	b.WriteString("\r\n")
-	return b.Bytes()
+	uri := req.URL.RequestURI()
+	ua := req.Header.Get("User-Agent")
+	b := make([]byte, 0, len(uri)+len(host)+len(ua)+80)
+	b = append(b, req.Method...)
+	b = append(b, ' ')
+	b = append(b, uri...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\nUser-Agent: "...)
+	b = append(b, ua...)
+	b = append(b, "\r\nAccept-Encoding: "...)
+	b = append(b, req.Header.Get("Accept-Encoding")...)
+	return append(b, "\r\n\r\n"...)
 }
 
 // ErrorKinds lists every value ErrorKind returns for a non-nil error (for metric labels).

@@ -575,3 +575,49 @@ func TestErrorKindTable(t *testing.T) {
 		}
 	}
 }
+
+// chunky returns its data a few bytes at a time, then err.
+type chunky struct {
+	data []byte
+	step int
+	err  error
+}
+
+func (c *chunky) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, c.err
+	}
+	n := min(len(p), c.step, len(c.data))
+	copy(p, c.data[:n])
+	c.data = c.data[n:]
+	return n, nil
+}
+
+// TestReadBounded: readBounded returns what bytes.Buffer.ReadFrom of an
+// io.LimitReader returned, with pooled buffers reused after Release.
+func TestReadBounded(t *testing.T) {
+	boom := errors.New("boom")
+	for _, size := range []int{0, 1, 511, 512, 513, 4096, minPooledBuf + 1, 100000, maxPooledBuf + 5} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		for _, limit := range []int64{1, 512, int64(size), int64(size) + 1, 1 << 20} {
+			for _, announced := range []int64{-1, 0, int64(size), 10} {
+				for _, rerr := range []error{io.EOF, boom} {
+					got, err := readBounded(&chunky{data: data, step: 1000, err: rerr}, limit, announced)
+					var want bytes.Buffer
+					_, werr := want.ReadFrom(io.LimitReader(&chunky{data: data, step: 1000, err: rerr}, limit))
+					if !bytes.Equal(got, want.Bytes()) || !errors.Is(err, werr) && err != werr {
+						t.Fatalf("size %d limit %d announced %d err %v: got %d bytes, %v; want %d bytes, %v", size, limit, announced, rerr, len(got), err, want.Len(), werr)
+					}
+					r := &Response{RawBody: got, bufs: [2][]byte{got}}
+					r.Release()
+					if r.RawBody != nil {
+						t.Fatal("Release kept RawBody")
+					}
+				}
+			}
+		}
+	}
+}

@@ -130,7 +130,7 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 
 // relNoFollow reports whether a rel attribute has the token "nofollow".
 func relNoFollow(rel string) bool {
-	for _, f := range strings.FieldsFunc(rel, isHTMLSpace) {
+	for f := range fields(rel, false) {
 		if strings.EqualFold(f, "nofollow") {
 			return true
 		}
@@ -138,12 +138,32 @@ func relNoFollow(rel string) bool {
 	return false
 }
 
+// fields yields the fields of s between HTML spaces (and commas if
+// comma), like strings.FieldsFunc without building a slice.
+func fields(s string, comma bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		start := -1
+		for i := 0; i <= len(s); i++ {
+			sep := i == len(s) || isHTMLSpace(rune(s[i])) || comma && s[i] == ','
+			switch {
+			case !sep && start < 0:
+				start = i
+			case sep && start >= 0:
+				if !yield(s[start:i]) {
+					return
+				}
+				start = -1
+			}
+		}
+	}
+}
+
 // metaRobots reads <meta name=robots content=...>.
 func metaRobots(name, content string) (noFollow, noIndex bool) {
 	if !strings.EqualFold(strings.TrimFunc(name, isHTMLSpace), "robots") {
 		return false, false
 	}
-	for _, f := range strings.FieldsFunc(content, func(r rune) bool { return r == ',' || isHTMLSpace(r) }) {
+	for f := range fields(content, true) {
 		switch strings.ToLower(f) {
 		case "nofollow":
 			noFollow = true

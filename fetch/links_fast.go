@@ -6,22 +6,26 @@ import (
 	"strings"
 
 	"golang.org/x/net/html"
-	"golang.org/x/net/html/atom"
 )
 
-// ExtractLinksFast extracts links like ExtractLinks, with the
-// golang.org/x/net/html tokenizer and no DOM (faster, a third of the memory).
-// A small state machine follows the parts of the HTML5 tree builder that
-// decide which links exist and in which order: foreign SVG/MathML content
-// and its integration points, a <frameset> replacing the body, table foster
+// ExtractLinksFast extracts links like ExtractLinks, without a DOM: a
+// scanner (htmlscan.go) splits the page into the tokens
+// golang.org/x/net/html's tokenizer gives, reading the bytes in place and
+// decoding only the attributes that matter, and a small state machine
+// follows the parts of the HTML5 tree builder that decide which links
+// exist and in which order: foreign SVG/MathML content and its
+// integration points, a <frameset> replacing the body, table foster
 // parenting, templates. One known difference: when misnested formatting
 // elements make the tree builder's adoption agency algorithm move nodes
 // around, the DOM order of links can differ from their source order, which
 // this function keeps (the links, their flags and the page flags are the
 // same). Tests check equality on the corpus in testdata/links, generated
-// pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinks).
+// pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinks;
+// FuzzScanTokens compares the scanner with the tokenizer token by token).
 func ExtractLinksFast(base *url.URL, body []byte) Page {
-	p := fastParser{z: html.NewTokenizer(bytes.NewReader(body)), framesetOK: true}
+	p := fastParser{framesetOK: true}
+	p.z = &p.scan
+	p.scan.init(body)
 	p.run()
 	return finishPage(base, p.root.flatten(nil), p.headNF || p.bodyNF, p.headNI || p.bodyNI)
 }
@@ -76,7 +80,8 @@ type tableCtx struct {
 }
 
 type fastParser struct {
-	z          *html.Tokenizer
+	z          *scanner
+	scan       scanner // what z points to
 	root       segment
 	mode       int
 	framesetOK bool
@@ -100,8 +105,8 @@ const whitespaceOrNUL = " \t\r\n\f\x00"
 func (p *fastParser) run() {
 	for !p.stop {
 		top := p.fsTop()
-		p.z.AllowCDATA(top != nil && top.ns != 'h')
-		tt := p.z.Next()
+		p.z.allowCDATA = top != nil && top.ns != 'h'
+		tt := p.z.next()
 		raw := p.rawNext
 		p.rawNext = false
 		switch tt {
@@ -111,34 +116,20 @@ func (p *fastParser) run() {
 			if raw {
 				continue
 			}
-			// Only whether the text is all whitespace matters: read it
-			// as is unless an entity or a NUL needs Text's decoding.
-			t := p.z.Raw()
-			if bytes.IndexByte(t, '&') >= 0 || bytes.IndexByte(t, 0) >= 0 {
-				t = p.z.Text()
-			}
-			p.text(t)
+			// Only whether the text is all whitespace matters.
+			p.text(p.z.wsText())
 		case html.StartTagToken, html.SelfClosingTagToken:
-			name, hasAttr := p.z.TagName()
-			p.name = tagString(name)
-			p.readAttrs(hasAttr)
+			p.name = p.z.tagName()
+			p.readAttrs()
 			if isRawTag(p.name) {
 				p.rawNext = true
 			}
 			p.startTag(tt == html.SelfClosingTagToken)
 		case html.EndTagToken:
-			name, _ := p.z.TagName()
-			p.name = tagString(name)
+			p.name = p.z.tagName()
 			p.endTag()
 		}
 	}
-}
-
-func tagString(b []byte) string {
-	if a := atom.Lookup(b); a != 0 {
-		return a.String()
-	}
-	return string(b)
 }
 
 func isRawTag(name string) bool {
@@ -159,43 +150,90 @@ const (
 	attrOther // type (input), encoding (annotation-xml), or a font color/face/size marker
 )
 
-func (p *fastParser) readAttrs(more bool) {
+// attrSlot returns the slot of an attribute of the current tag by its name
+// (any case; -1: not read), and whether only its presence counts (a font's
+// color/face/size).
+func (p *fastParser) attrSlot(name []byte) (slot int, marker bool) {
+	key := func(s string) bool { return asciiEqualFold(name, s) }
+	switch {
+	case key("href"):
+		return attrHref, false
+	case key("src"):
+		return attrSrc, false
+	case key("rel"):
+		return attrRel, false
+	case key("name"):
+		return attrName, false
+	case key("content"):
+		return attrContent, false
+	case key("type"), key("encoding"):
+		return attrOther, false
+	case p.name == "font" && (key("color") || key("face") || key("size")):
+		return attrOther, true
+	}
+	return -1, false
+}
+
+// readAttrs reads the attributes that matter of the current start tag into
+// p.attrs: for each slot the first attribute (in source order) that maps
+// to it, as Tokenizer.TagAttr gives it.
+func (p *fastParser) readAttrs() {
 	p.attrs = [6]string{}
 	var seen [6]bool
 	switch p.name {
 	case "a", "area", "frame", "iframe", "base", "meta", "input", "font", "annotation-xml":
-	default:
-		more = false // TagAttr copies every attribute: skip tags whose attributes never matter
-	}
-	for more {
-		var k, v []byte
-		k, v, more = p.z.TagAttr()
-		slot := -1
-		switch string(k) {
-		case "href":
-			slot = attrHref
-		case "src":
-			slot = attrSrc
-		case "rel":
-			slot = attrRel
-		case "name":
-			slot = attrName
-		case "content":
-			slot = attrContent
-		case "type", "encoding":
-			slot = attrOther
-		case "color", "face", "size":
-			if p.name == "font" {
-				slot = attrOther
-				v = []byte("x")
+		z := p.z
+		for _, a := range z.attrs {
+			slot, marker := p.attrSlot(z.b[a.k0:a.k1])
+			if slot < 0 || seen[slot] {
+				continue
 			}
+			v := "x"
+			if !marker {
+				var ok bool
+				if v, ok = z.attrValue(a); !ok {
+					p.readAttrsTokenizer(z.raw())
+					return
+				}
+			}
+			seen[slot] = true
+			p.attrs[slot] = v
 		}
-		if slot >= 0 && !seen[slot] {
+	}
+	p.markAbsent(&seen)
+}
+
+// readAttrsTokenizer is readAttrs for a tag whose attribute values have a
+// named character reference the scanner does not decode: the tag alone,
+// given to golang.org/x/net/html's tokenizer, yields the same attributes.
+func (p *fastParser) readAttrsTokenizer(tag []byte) {
+	p.attrs = [6]string{}
+	var seen [6]bool
+	z := html.NewTokenizer(bytes.NewReader(tag))
+	if tt := z.Next(); tt == html.StartTagToken || tt == html.SelfClosingTagToken {
+		for more := true; more; {
+			var k, v []byte
+			k, v, more = z.TagAttr()
+			if k == nil {
+				break
+			}
+			slot, marker := p.attrSlot(k)
+			if slot < 0 || seen[slot] {
+				continue
+			}
 			seen[slot] = true
 			p.attrs[slot] = string(v)
+			if marker {
+				p.attrs[slot] = "x"
+			}
 		}
 	}
-	// presence of href/src matters ("a[href]"): mark absent ones
+	p.markAbsent(&seen)
+}
+
+// markAbsent marks the slots whose presence matters ("a[href]") absent
+// when no attribute filled them.
+func (p *fastParser) markAbsent(seen *[6]bool) {
 	if !seen[attrHref] {
 		p.attrs[attrHref] = noAttr
 	}
@@ -301,8 +339,19 @@ func (p *fastParser) popForeignToBoundary() {
 	}
 }
 
+// onlyOf reports whether every byte of t is in set (ASCII), like
+// len(bytes.TrimLeft(t, set)) == 0 without building the set on every call.
+func onlyOf(t []byte, set string) bool {
+	for _, c := range t {
+		if strings.IndexByte(set, c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *fastParser) text(t []byte) {
-	nonWS := len(bytes.TrimLeft(t, whitespaceOrNUL)) > 0
+	nonWS := !onlyOf(t, whitespaceOrNUL)
 	if p.inForeign(false, true) {
 		if nonWS {
 			p.framesetOK = false
@@ -314,7 +363,7 @@ func (p *fastParser) text(t []byte) {
 		return
 	case modePreBody:
 		if p.templates == 0 {
-			if len(bytes.TrimLeft(t, " \t\r\n\f")) == 0 {
+			if onlyOf(t, " \t\r\n\f") {
 				return
 			}
 			p.mode = modeBody
@@ -332,7 +381,7 @@ func (p *fastParser) startTag(selfClosing bool) {
 			// processed as HTML below
 		} else {
 			top := p.fsTop()
-			p.z.NextIsNotRawText()
+			p.z.rawTag = "" // Tokenizer.NextIsNotRawText
 			p.rawNext = false
 			if !selfClosing {
 				n := fnode{name: p.name, ns: top.ns}

@@ -213,17 +213,53 @@ func decodeQueueValue(v []byte) (Record, error) {
 
 // queueValueHost returns the host of a queue entry without decoding the rest.
 func queueValueHost(v []byte) (string, error) {
+	h, err := queueValueHostBytes(v)
+	return string(h), err
+}
+
+// queueValueHostBytes is queueValueHost without a copy: the result aliases v.
+// The scheduler calls it for every record it scans, so the three varints
+// before the host are skipped, not decoded (same errors as decoding them).
+func queueValueHostBytes(v []byte) ([]byte, error) {
 	r := reader{b: v}
 	r.version(queueVersion)
 	r.u64()
-	r.varint()
-	r.varint()
-	r.varint()
-	h := r.string()
-	if r.err != nil {
-		return "", fmt.Errorf("frontier: queue entry: corrupt: %w", r.err)
+	for range 3 { // depth, tries, discovered
+		if r.err != nil {
+			break
+		}
+		k := varintLen(r.b)
+		if k <= 0 {
+			r.err = errShort
+			break
+		}
+		r.b = r.b[k:]
 	}
-	return h, nil
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.err = errShort
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("frontier: queue entry: corrupt: %w", r.err)
+	}
+	return r.b[:n], nil
+}
+
+// varintLen is the length of the varint b starts with, as binary.Varint
+// would read it: 0 if b is too short, -1 on overflow.
+func varintLen(b []byte) int {
+	for i, c := range b {
+		if i == binary.MaxVarintLen64 {
+			return -1
+		}
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				return -1
+			}
+			return i + 1
+		}
+	}
+	return 0
 }
 
 func appendHost(buf []byte, h *HostStats) []byte {

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,57 @@ func TestSlab(t *testing.T) {
 	big := s.take(slabChunk)
 	if cap(big) != slabChunk {
 		t.Fatalf("big take cap %d", cap(big))
+	}
+}
+
+// TestQueueValueHostBytes: skipping the varints finds the host (or the
+// error) that decoding them does, on valid, cut and random values.
+func TestQueueValueHostBytes(t *testing.T) {
+	ref := func(v []byte) ([]byte, error) {
+		r := reader{b: v}
+		r.version(queueVersion)
+		r.u64()
+		r.varint()
+		r.varint()
+		r.varint()
+		n := r.uvarint()
+		if r.err == nil && n > uint64(len(r.b)) {
+			r.err = errShort
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.b[:n], nil
+	}
+	var inputs [][]byte
+	for _, s := range []stored{
+		{Record: Record{FP: 7, URL: "http://a.test/x", Host: "a.test", Depth: 300, Tries: -2, Discovered: time.Unix(1700000000, 5)}},
+		{Record: Record{FP: ^uint64(0), URL: "u", Host: strings.Repeat("h", 200), Depth: 1 << 40}},
+	} {
+		v := appendQueueValue(nil, &s)
+		for i := 0; i <= len(v); i++ {
+			inputs = append(inputs, v[:i])
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		v := make([]byte, r.IntN(40))
+		for i := range v {
+			v[i] = byte(r.IntN(256))
+			if r.IntN(3) == 0 {
+				v[i] |= 0x80
+			}
+		}
+		if len(v) > 0 {
+			v[0] = queueVersion
+		}
+		inputs = append(inputs, v)
+	}
+	for _, v := range inputs {
+		got, err := queueValueHostBytes(v)
+		want, werr := ref(v)
+		if (err == nil) != (werr == nil) || string(got) != string(want) {
+			t.Fatalf("%x: got %q, %v; want %q, %v", v, got, err, want, werr)
+		}
 	}
 }

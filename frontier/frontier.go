@@ -332,8 +332,10 @@ func (f *Frontier) Scan(phase int, after Cursor, limit int, fn func(Record) bool
 
 // ScanFiltered is Scan with a cheap pre-filter: accept, if not nil, is called
 // with each record's host (inside the read transaction: it must be quick
-// and must not call the Frontier), and records it refuses are counted as
-// visited but neither decoded nor passed to fn. The scheduler uses it to
+// and must not call the Frontier; its answer for a host is reused for the
+// rest of the chunk read in that transaction, fn being called only after
+// it), and records it refuses are counted as visited but neither decoded
+// nor passed to fn. The scheduler uses it to
 // skip the URLs of hosts the bucket cannot take now.
 func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(host string) bool, fn func(Record) bool) (Cursor, error) {
 	np := f.Phases()
@@ -354,12 +356,20 @@ func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(
 	recs := make([]Record, 0, min(limit, 64)) // grows on demand: most scheduler scans keep few records
 	keys := make([][]byte, 0, cap(recs))
 	visited := 0
+	var verdict map[string]bool // host -> accept(host), for the chunk being read
+	var lastHost []byte         // the previous record's host in this chunk, and its verdict
+	var lastOK, haveLast bool
+	if accept != nil {
+		verdict = make(map[string]bool)
+	}
 	for {
 		recs, keys = recs[:0], keys[:0]
 		want := min(scanChunk, limit-visited)
 		end := false
 		skipped := 0
 		var last []byte // key of the last skipped record after the last kept one
+		clear(verdict)
+		haveLast = false
 		err := f.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bQueue).Cursor()
 			var k, v []byte
@@ -373,11 +383,25 @@ func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(
 					return nil // more remain
 				}
 				if accept != nil {
-					h, err := queueValueHost(v)
+					h, err := queueValueHostBytes(v)
 					if err != nil {
 						return fmt.Errorf("%w (key %x)", err, k)
 					}
-					if !accept(h) {
+					// The bucket does not change while one chunk is read
+					// (fn runs after the transaction): ask once per host.
+					var ok bool
+					if haveLast && bytes.Equal(h, lastHost) {
+						ok = lastOK // runs of one host are common (a page's links are added together)
+					} else {
+						var known bool
+						if ok, known = verdict[string(h)]; !known {
+							hs := string(h)
+							ok = accept(hs)
+							verdict[hs] = ok
+						}
+						lastHost, lastOK, haveLast = append(lastHost[:0], h...), ok, true
+					}
+					if !ok {
 						skipped++
 						last = append(last[:0], k...)
 						continue

@@ -847,3 +847,17 @@ func TestScanFiltered(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchDelayLull: under light load a write does not wait the whole
+// BatchDelay: the batch is committed once no write has come for a quarter
+// of it.
+func TestBatchDelayLull(t *testing.T) {
+	f := open(t, func(o *Options) { o.BatchDelay = time.Second })
+	start := time.Now()
+	if _, err := f.Add(ctx, gen("lull", 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond || d > 800*time.Millisecond {
+		t.Fatalf("a lone write took %s, want about 250ms (a quarter of the 1s delay)", d)
+	}
+}

@@ -127,8 +127,10 @@ type Options struct {
 	BatchSize int
 	// BatchDelay is the longest the writer waits for more items after the
 	// first one of a batch (0 = commit as soon as the writer is free; calls
-	// that arrive during a commit still share the next one). Default 0,
-	// valid 0..1s.
+	// that arrive during a commit still share the next one). It stops
+	// waiting sooner when no write arrives for a quarter of BatchDelay (light
+	// load: waiting longer would only delay the callers). Default 0, valid
+	// 0..1s.
 	BatchDelay time.Duration
 	// NoSync skips fsync on commit. Tests and benchmarks only: a crash may
 	// lose or corrupt data.

@@ -208,6 +208,9 @@ func (f *Frontier) writer() {
 	defer close(f.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	quietGap := f.opts.BatchDelay / 4
 	var batch []*op
 	for {
 		var first *op
@@ -220,10 +223,12 @@ func (f *Frontier) writer() {
 		batch = append(batch[:0], first)
 		items := first.items()
 		ctrl := first.kind == opSetPhases
-		var timeout <-chan time.Time
+		var timeout, lull <-chan time.Time
 		if f.opts.BatchDelay > 0 {
 			timer.Reset(f.opts.BatchDelay)
 			timeout = timer.C
+			quiet.Reset(quietGap)
+			lull = quiet.C
 		}
 	gather:
 		for items < f.opts.BatchSize && !ctrl {
@@ -239,13 +244,20 @@ func (f *Frontier) writer() {
 			select {
 			case o := <-f.ops:
 				batch, items, ctrl = append(batch, o), items+o.items(), o.kind == opSetPhases
+				quiet.Reset(quietGap)
 			case <-timeout:
 				timeout = nil // take what is queued right now, then commit
+			case <-lull:
+				// No write for a quarter of the delay: the load is light
+				// (the end of a crawl, a few hosts left), and waiting longer
+				// would only hold their trips.
+				timeout = nil
 			case <-f.quit:
 				break gather
 			}
 		}
 		timer.Stop()
+		quiet.Stop()
 		f.run(batch)
 		clear(batch)
 	}

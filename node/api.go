@@ -300,7 +300,8 @@ var errSeedBody = errors.New("seeds body")
 // (too long, not a string). Nothing but the current line is held. Errors from add stop it.
 func readSeeds(r io.Reader, add func(line int, raw string) error, bad func(line int, raw, msg string)) error {
 	br := bufio.NewReaderSize(r, maxSeedLine)
-	skipped := 0 // lines before the first non-space byte
+	skipped := 0     // lines before the first non-space byte
+	nonJSON := false // a space JSON does not allow (\f, \v) came before it
 	for {
 		b, err := br.ReadByte()
 		if err == io.EOF {
@@ -312,13 +313,20 @@ func readSeeds(r io.Reader, add func(line int, raw string) error, bad func(line 
 		if b == '\n' {
 			skipped++
 		}
-		if b == ' ' || b == '\t' || b == '\r' || b == '\n' || b == '\f' || b == '\v' {
+		if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
+			continue
+		}
+		if b == '\f' || b == '\v' {
+			nonJSON = true
 			continue
 		}
 		if err := br.UnreadByte(); err != nil {
 			return fmt.Errorf("read seeds: %w", err)
 		}
 		if b == '[' {
+			if nonJSON {
+				return fmt.Errorf("%w: JSON body must be an array of URL strings: invalid space (\\f or \\v) before '['", errSeedBody)
+			}
 			return readSeedsJSON(br, add, bad)
 		}
 		return readSeedLines(br, skipped, add, bad)

@@ -82,6 +82,7 @@ const (
 	MetricJoinWaiting        = "phasecrawl_cluster_join_waiting"
 	MetricPauses             = "phasecrawl_cluster_pauses_total"
 	MetricReplicasSent       = "phasecrawl_replicas_sent_total"
+	MetricMembersAway        = "phasecrawl_cluster_members_away"
 )
 
 // ClusterMetricHelp is the help text of each cluster series.
@@ -95,6 +96,7 @@ var ClusterMetricHelp = map[string]string{
 	MetricPhaseGuard:         "Guard interval before each phase swap in which no request starts.",
 	MetricURLsForwarded:      "URLs sent to their owner and acknowledged by it (discovered URLs and rebalanced records; replicas not included).",
 	MetricReplicasSent:       "Fingerprints of fetched pages sent to the member ranked second for their URL (the owner should this node fail) and acknowledged by it.",
+	MetricMembersAway:        "Members declared dead less than cluster.takeover_after ago: the URLs of their share wait for them to come back.",
 	MetricURLsReceived:       "URLs received from other members.",
 	MetricExchangeBatches:    "Batch messages sent to other members (each answered by one ack), resends included.",
 	MetricOutboxURLs:         "URLs waiting in the durable outbox, by peer (member name).",
@@ -130,6 +132,7 @@ var standaloneSeries = []struct {
 	{MetricJoinWaiting, prometheus.GaugeValue, 0},
 	{MetricPauses, prometheus.CounterValue, 0},
 	{MetricReplicasSent, prometheus.CounterValue, 0},
+	{MetricMembersAway, prometheus.GaugeValue, 0},
 }
 
 func standaloneDesc(name string) *prometheus.Desc {

@@ -29,6 +29,9 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
+// crawlLogName is the crawl log's file name in the data directory.
+const crawlLogName = "crawl.log"
+
 // Router sends discovered URLs to the node that owns them. The single-node
 // router adds them to the local frontier; the cluster's router forwards the
 // URLs other nodes own. Route returns how many URLs were new to this node's
@@ -94,6 +97,16 @@ type LocalSplitter interface {
 	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
 }
 
+// Holder is an optional Router extension (the cluster): Held reports
+// whether a URL in this node's frontier must not be fetched here now:
+// another member owns it (a rebalance is moving it there), or the member
+// that owns it counting the members declared dead a short while ago is one
+// of those (it may have fetched it just before it failed). The scheduler
+// skips such URLs. Must be fast.
+type Holder interface {
+	Held(fp uint64) bool
+}
+
 // Replicator is an optional Router extension (the cluster): Replicate
 // durably sends the URLs of pages this node completed to the node that
 // keeps their second copy, so that they are not crawled again should this
@@ -138,23 +151,28 @@ type Options struct {
 
 // Node is one running crawler.
 type Node struct {
-	cfg     config.Config
-	log     *slog.Logger
-	front   *frontier.Frontier
-	bkt     *bucket.Bucket
-	client  *fetch.Client
-	robots  *fetch.Robots
-	scope   *fetch.Scope
-	warc    *archive.WARCWriter
-	clog    *archive.CrawlLog
-	m       *Metrics
-	router  Router
-	split   LocalSplitter // router's view for workers (splitterOf)
-	repl    Replicator    // nil: the router keeps no second copies
-	phases  PhaseClock
-	lat     *latencies // per-host response times, for the phase deadline (worker.go)
-	cluster io.Closer  // the cluster layer, closed before the frontier
-	ln      net.Listener
+	cfg    config.Config
+	log    *slog.Logger
+	front  *frontier.Frontier
+	bkt    *bucket.Bucket
+	client *fetch.Client
+	robots *fetch.Robots
+	scope  *fetch.Scope
+	warc   *archive.WARCWriter
+	// crashWARC are the WARC files an earlier process left open (killed),
+	// repaired at start: recoverArchived settles from them the pages it
+	// fetched but had not recorded.
+	crashWARC []string
+	clog      *archive.CrawlLog
+	m         *Metrics
+	router    Router
+	split     LocalSplitter // router's view for workers (splitterOf)
+	repl      Replicator    // nil: the router keeps no second copies
+	holder    Holder        // nil: no URL waits for an absent owner
+	phases    PhaseClock
+	lat       *latencies // per-host response times, for the phase deadline (worker.go)
+	cluster   io.Closer  // the cluster layer, closed before the frontier
+	ln        net.Listener
 
 	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
 	hard      *hardening // API token, redirect chain lengths (hardening.go)
@@ -177,7 +195,11 @@ type Node struct {
 
 type finished struct {
 	id   bucket.ElementID
-	wait time.Duration
+	wait time.Duration // TIMEWAIT: what is left of the host's delay after the trip's last request
+	host string
+	// perPage is the trip's time per request: the host's delay plus its
+	// mean response time (0 when no request was sent; see scheduler.slow).
+	perPage time.Duration
 }
 
 // schedSnapshot is what the scheduler publishes for status and metrics.
@@ -305,14 +327,21 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: recover WARC files: %w", err)
 		} else if len(rep.Files) > 0 {
 			n.log.Info("recovered WARC files left open by a crash", "files", len(rep.Files))
+			for _, f := range rep.Files {
+				if !f.Removed && f.Final != "" {
+					n.crashWARC = append(n.crashWARC, f.Final)
+				}
+			}
 		}
 		wc := archive.DefaultWARCConfig(dir)
 		wc.Prefix, wc.MaxSize, wc.Software = "phasecrawl-"+cfg.Name, cfg.WARC.MaxSize, "phasecrawl/0.1"
+		wc.StoreRequests = cfg.WARC.Compression != config.WARCCompressAll
+		wc.CompressionLevel = cfg.WARC.CompressionLevel
 		if n.warc, err = archive.NewWARCWriter(wc); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
-	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, "crawl.log")); err != nil {
+	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, crawlLogName)); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.router = opts.Router
@@ -321,6 +350,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	}
 	n.split = splitterOf(n.router)
 	n.repl, _ = n.router.(Replicator)
+	n.holder, _ = n.router.(Holder)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
@@ -406,6 +436,15 @@ func (n *Node) Run(ctx context.Context) error {
 		defer wg.Done()
 		n.retryLane(ctx)
 	}()
+	if len(n.crashWARC) > 0 {
+		// Before the scheduler runs: these pages are IN_LIST again.
+		if k, err := n.recoverArchived(ctx); err != nil {
+			n.log.Error("settle the pages archived before the crash (they will be fetched again)", "error", err, "settled", k)
+		} else {
+			n.log.Info("settled the pages archived but not recorded before the crash", "pages", k, "files", len(n.crashWARC))
+		}
+		n.crashWARC = nil
+	}
 	n.ready.Store(true)
 	n.log.Info("node running", "api", n.Addr())
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
@@ -13,6 +14,16 @@ const (
 	scanChunk = 4096
 	// maxTick bounds how long the scheduler sleeps when it expects nothing.
 	maxTick = 100 * time.Millisecond
+	// passGap is how long after the start of a pass over the window the
+	// next one may start while every worker is busy (see mayScan).
+	passGap = 10 * time.Millisecond
+	// maxSlow bounds how many slow hosts the scheduler remembers.
+	maxSlow = 1 << 16
+	// slowFactor: a trip whose time per request is at least slowFactor
+	// times the recent mean makes its host slow (scheduler.slow).
+	slowFactor = 2
+	// pageAvgWeight is the weight (1/pageAvgWeight) of one trip in the mean.
+	pageAvgWeight = 64
 )
 
 // scheduler is the state of the scheduling loop (KSpider §3.4): it owns the
@@ -25,12 +36,27 @@ type scheduler struct {
 	idle    bool // the last pass saw the bucket as it is now: don't rescan until something changes
 	phase   int
 	nphase  int            // the phase count the frontier's queue is keyed by
-	pending []bucket.Batch // dispatched, waiting for a free worker
+	pending []bucket.Batch // dispatched, waiting for a free worker; the first nprio are slow hosts'
+	nprio   int
+	passAt  time.Time // when the current (or last) pass over the window started
 
 	// URLs placed in the bucket whose move to IN_PROGRESS is not committed
 	// yet: a scan may still return them as IN_LIST and must skip them.
 	marking map[uint64]struct{}
 	marks   []pendingMark // in submission order
+
+	// slow holds the hosts whose last trip was slow: its time per request
+	// (finished.perPage: the host's delay, a Crawl-delay included, plus its
+	// mean response time) was at least slowFactor times pageAvg, the mean
+	// over recent trips of all hosts. A crawl ends with such a host's chain
+	// of trips, each one's links found by the one before. Their elements
+	// take a priority lane: dispatched at the end of the pass that placed
+	// them, whatever max_queue_wait, and handed to the next free worker
+	// before the other dispatched elements (which could otherwise hold them
+	// back for a second or more when every worker is busy).
+	slow    map[string]struct{}
+	pageAvg time.Duration
+	urgent  []string // slow hosts placed in the bucket during this pass
 }
 
 // pendingMark is an asynchronous MarkInProgress of the URLs fps.
@@ -43,7 +69,7 @@ type pendingMark struct {
 // frontier every URL it holds that no worker has started. It never waits
 // for the disk: frontier writes it makes are asynchronous (see marking).
 func (n *Node) schedule(ctx context.Context) {
-	s := &scheduler{n: n, marking: make(map[uint64]struct{})}
+	s := &scheduler{n: n, marking: make(map[uint64]struct{}), slow: make(map[string]struct{})}
 	s.phase, _, _ = n.phases.Active(time.Now())
 	s.nphase = n.front.Phases()
 	timer := time.NewTimer(0)
@@ -58,11 +84,11 @@ func (n *Node) schedule(ctx context.Context) {
 		if freed := n.bkt.Release(now); freed > 0 {
 			s.idle, s.dirty = false, true
 		}
-		if open && !s.idle {
+		if open && !s.idle && s.mayScan(now) {
 			s.fill(now, phase)
 		}
 		if open && len(s.pending) < n.cfg.Workers {
-			s.pending = append(s.pending, n.bkt.Dispatch(now)...)
+			s.enqueue(n.bkt.Dispatch(now))
 		}
 		// Hand out every job a worker takes now and collect every finished
 		// element, without blocking: one loop turn serves many events.
@@ -70,7 +96,7 @@ func (n *Node) schedule(ctx context.Context) {
 		for open && len(s.pending) > 0 {
 			select {
 			case n.jobs <- s.pending[0]:
-				s.pending = s.pending[1:]
+				s.handedOut()
 			default:
 				break handout
 			}
@@ -92,11 +118,16 @@ func (n *Node) schedule(ctx context.Context) {
 			jobs, next = n.jobs, s.pending[0]
 		}
 		wait := maxTick
-		if !s.idle && open {
+		if !s.idle && open && s.mayScan(now) {
 			wait = 0 // more of the window to scan
-		} else if t, ok := n.bkt.NextEvent(); ok {
-			if d := time.Until(t); d < wait {
-				wait = max(d, time.Millisecond)
+		} else if !s.idle && open {
+			wait = max(time.Until(s.passAt.Add(passGap)), time.Millisecond) // the next pass, unless a worker frees first
+		}
+		if wait > 0 {
+			if t, ok := n.bkt.NextEvent(); ok {
+				if d := time.Until(t); d < wait {
+					wait = max(d, time.Millisecond)
+				}
 			}
 		}
 		if len(s.marks) > 0 {
@@ -117,7 +148,7 @@ func (n *Node) schedule(ctx context.Context) {
 			s.stop()
 			return
 		case jobs <- next:
-			s.pending = s.pending[1:]
+			s.handedOut()
 		case f := <-n.done:
 			s.finish(f)
 		case <-n.wake:
@@ -130,6 +161,27 @@ func (n *Node) schedule(ctx context.Context) {
 			default:
 			}
 		}
+	}
+}
+
+// enqueue appends dispatched elements to the pending ones, slow hosts'
+// behind the slow ones already waiting but ahead of the others.
+func (s *scheduler) enqueue(bs []bucket.Batch) {
+	for _, b := range bs {
+		if _, ok := s.slow[b.Host]; ok {
+			s.pending = slices.Insert(s.pending, s.nprio, b)
+			s.nprio++
+		} else {
+			s.pending = append(s.pending, b)
+		}
+	}
+}
+
+// handedOut drops s.pending[0], which a worker took.
+func (s *scheduler) handedOut() {
+	s.pending = s.pending[1:]
+	if s.nprio > 0 {
+		s.nprio--
 	}
 }
 
@@ -153,6 +205,19 @@ func (s *scheduler) reapMarks() {
 	s.marks = s.marks[k:]
 }
 
+// mayScan reports whether fill may run now. A pass under way goes on. A new
+// pass starts at once when a worker may be idle (no dispatched element
+// waits for one); while every worker is busy, at most one pass starts per
+// passGap: most of a pass's records are of hosts the bucket refuses (being
+// fetched, or full), and rescanning them after every freed element cost
+// more than the URLs it placed early were worth.
+func (s *scheduler) mayScan(now time.Time) bool {
+	if s.cursor != nil || s.scanned > 0 || len(s.pending) == 0 {
+		return true
+	}
+	return now.Sub(s.passAt) >= passGap
+}
+
 // fill reads the next chunk of the window and places what fits in the bucket.
 func (s *scheduler) fill(now time.Time, phase int) {
 	n := s.n
@@ -160,6 +225,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	visited := 0
 	if s.cursor == nil && s.scanned == 0 {
 		s.dirty = false // a new pass sees every change made so far
+		s.passAt = now
 	}
 	limit := min(scanChunk, n.cfg.Frontier.Window-s.scanned)
 	accept := func(host string) bool { return n.bkt.Accepts(host, frontier.HostHash(host)) }
@@ -168,9 +234,17 @@ func (s *scheduler) fill(now time.Time, phase int) {
 		if _, ok := s.marking[r.FP]; ok {
 			return true // placed already; its mark is not committed yet
 		}
+		if n.holder != nil && n.holder.Held(r.FP) {
+			return true // its owner is away for now (cluster.takeover_after)
+		}
 		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
-		case bucket.Joined, bucket.Placed:
+		case bucket.Placed:
+			if _, ok := s.slow[r.Host]; ok {
+				s.urgent = append(s.urgent, r.Host)
+			}
+			placed = append(placed, r.FP)
+		case bucket.Joined:
 			placed = append(placed, r.FP)
 		}
 		return true
@@ -193,10 +267,16 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	if next == nil || s.scanned >= n.cfg.Frontier.Window {
 		// End of the window: slide back to the oldest unfinished URL.
 		s.cursor, s.scanned = nil, 0
+		for _, h := range s.urgent {
+			if b, ok := n.bkt.DispatchHost(h, frontier.HostHash(h)); ok {
+				s.enqueue([]bucket.Batch{b})
+			}
+		}
+		s.urgent = s.urgent[:0]
 		if len(s.pending) < n.cfg.Workers {
 			// The window holds nothing more for the QUEUING hosts right
 			// now: waiting out max_queue_wait would only leave workers idle.
-			s.pending = append(s.pending, n.bkt.Flush(now)...)
+			s.enqueue(n.bkt.Flush(now))
 		}
 		// Only an event (new URLs, a freed element, a phase swap) can let a
 		// URL the pass refused in now: without one, wait instead of rescanning.
@@ -204,8 +284,23 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	}
 }
 
-// finish moves a fetched element to TIMEWAIT for its host's delay.
+// finish moves a fetched element to TIMEWAIT for its host's delay and
+// remembers whether the host is slow.
 func (s *scheduler) finish(f finished) {
+	if f.perPage > 0 {
+		if s.pageAvg > 0 && f.perPage >= slowFactor*s.pageAvg {
+			if len(s.slow) < maxSlow {
+				s.slow[f.host] = struct{}{}
+			}
+		} else {
+			delete(s.slow, f.host)
+		}
+		if s.pageAvg == 0 {
+			s.pageAvg = f.perPage
+		} else {
+			s.pageAvg += (f.perPage - s.pageAvg) / pageAvgWeight
+		}
+	}
 	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
 		s.n.log.Error("scheduler: finish element", "error", err)
 	}
@@ -226,7 +321,7 @@ func (s *scheduler) swap(phase, nphase int) {
 		}
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
-	s.pending = nil
+	s.pending, s.nprio, s.urgent = nil, 0, s.urgent[:0]
 	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
 		n.log.Error("scheduler: requeue at phase swap", "error", err)
 	}
@@ -254,7 +349,7 @@ func (s *scheduler) stop() {
 			fps = append(fps, it.FP)
 		}
 	}
-	s.pending = nil
+	s.pending, s.nprio = nil, 0
 	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}

@@ -42,6 +42,9 @@ type hostTrip struct {
 	polled   int  // settling[:polled] are committed (or failed) and replicated
 	added    int  // new URLs recorded by the committed settling writes
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
+
+	requests int           // requests sent (robots.txt included)
+	busy     time.Duration // their response times, summed
 }
 
 // settling is one page's asynchronous frontier write, and the page's URL
@@ -78,8 +81,31 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		t.fetchOne(ctx, it)
 		cancel()
 	}
+	t.end(b.ID)
+}
+
+// end makes the trip durable (commit: it waits for the trip's page writes
+// and records what is left) and reports its element finished.
+func (t *hostTrip) end(id bucket.ElementID) {
 	t.commit()
-	n.done <- finished{id: b.ID, wait: t.delay}
+	t.n.done <- t.finished(id)
+}
+
+// finished is the trip's report to the scheduler, made once its records are
+// committed. The element's TIMEWAIT is what is left of the host's delay
+// after the trip's last request: the commit may have used part of it (the
+// next request to the host still comes a whole delay after this one's end).
+// perPage is what one request of this host costs in time (its delay plus
+// its mean response time), for the scheduler's priority lane.
+func (t *hostTrip) finished(id bucket.ElementID) finished {
+	f := finished{id: id, wait: t.delay, host: t.host}
+	if !t.last.IsZero() {
+		f.wait = max(t.delay-time.Since(t.last), 0)
+	}
+	if t.requests > 0 {
+		f.perPage = t.delay + t.busy/time.Duration(t.requests)
+	}
+	return f
 }
 
 // afterRestart paces the trip after the last request an earlier process of
@@ -167,6 +193,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	start := time.Now()
 	resp, err := t.n.client.Fetch(ctx, u)
 	t.last = time.Now()
+	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -179,19 +206,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n := t.n
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
 	res := frontier.Result{FP: it.FP, State: frontier.Completed}
-	defer func() {
-		if res.FP != 0 {
-			res.Delay = t.delay
-			t.results = append(t.results, res)
-			if res.State == frontier.Completed && n.repl != nil {
-				t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth})
-			}
-			if err := n.clog.Write(entry); err != nil {
-				n.log.Error("crawl log", "error", err)
-			}
-			t.settlePage()
-		}
-	}()
+	defer func() { t.keep(it, res, entry, true) }()
 	if t.down != "" {
 		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
 		return
@@ -239,6 +254,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	start := time.Now()
 	resp, err := n.client.Fetch(ctx, it.URL)
 	t.last = time.Now()
+	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	entry.DurationMS = t.last.Sub(start).Milliseconds()
 	if err != nil {
 		kind := fetch.ErrorKind(err)
@@ -259,6 +275,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		}
 		return
 	}
+	defer resp.Release() // nothing below keeps the bodies past this page
 	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
@@ -266,19 +283,25 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.pages.Add(1)
 	n.bytes.Add(int64(len(resp.RawBody)))
 	t.archive(resp)
+	t.outcome(it, resp, &res, &entry)
+}
+
+// outcome classifies a page's response (archived already) into its result
+// and log entry, and collects its links and redirect target.
+func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.Result, entry *archive.LogEntry) {
 	entry.Status, entry.Bytes, entry.MIME, entry.Truncated = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType), resp.Truncated
 	res.Status, res.Bytes = resp.Status, int64(len(resp.RawBody))
 	if resp.Truncated {
-		n.m.Truncated.Inc()
+		t.n.m.Truncated.Inc()
 	}
 	switch {
 	case resp.Status >= 300 && resp.Status < 400:
 		res.Reason, entry.Reason = "redirect", "redirect"
 		if resp.Location != "" {
-			t.followRedirect(it, resp.Location, &res, &entry)
+			t.followRedirect(it, resp.Location, res, entry)
 		}
 	case resp.Status >= 500:
-		t.stall(&res, &entry, it, "http_5xx", "HTTP "+strconv.Itoa(resp.Status))
+		t.stall(res, entry, it, "http_5xx", "HTTP "+strconv.Itoa(resp.Status))
 		entry.Status = resp.Status
 	case resp.Status >= 400:
 		res.Reason, entry.Reason = "http_4xx", "http_4xx"
@@ -288,6 +311,27 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			entry.Outlinks = t.links(resp, it.Depth)
 		}
 	}
+}
+
+// keep records a finished page (res.FP 0: none, the URL was requeued): its
+// result joins the trip's, its crawl log line is written (when log) and its
+// frontier write is submitted.
+func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
+	if res.FP == 0 {
+		return
+	}
+	n := t.n
+	res.Delay = t.delay
+	t.results = append(t.results, res)
+	if res.State == frontier.Completed && n.repl != nil {
+		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth})
+	}
+	if log {
+		if err := n.clog.Write(entry); err != nil {
+			n.log.Error("crawl log", "error", err)
+		}
+	}
+	t.settlePage()
 }
 
 // links extracts, scopes and collects a page's outlinks; it returns how many were kept.
@@ -310,7 +354,8 @@ func (t *hostTrip) links(resp *fetch.Response, depth int) int {
 		if l.NoFollow {
 			continue
 		}
-		if t.discover(l.URL, depth+1) {
+		// Page links are normalized already (fetch.Page.Links).
+		if t.discoverNormalized(l.URL, depth+1) {
 			kept++
 		}
 	}
@@ -319,12 +364,17 @@ func (t *hostTrip) links(resp *fetch.Response, depth int) int {
 
 // discover normalizes and scopes one discovered URL and keeps it for routing.
 func (t *hostTrip) discover(raw string, depth int) bool {
-	n := t.n
 	norm, err := fetch.Normalize(raw)
 	if err != nil {
-		n.m.OutOfScope.WithLabelValues(invalidReason(err)).Inc()
+		t.n.m.OutOfScope.WithLabelValues(invalidReason(err)).Inc()
 		return false
 	}
+	return t.discoverNormalized(norm, depth)
+}
+
+// discoverNormalized is discover for a URL fetch.Normalize returned.
+func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
+	n := t.n
 	u, err := url.Parse(norm)
 	if err != nil {
 		return false
@@ -350,8 +400,8 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 	if t.n.warc == nil {
 		return
 	}
-	block := archive.HTTPResponseBlock(resp.Proto, resp.Status, resp.Header, resp.RawBody)
-	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: block, Truncated: resp.Truncated,
+	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
+	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: head, Body: resp.RawBody, Truncated: resp.Truncated,
 		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)}
 	if err := t.n.warc.Write(x); err != nil {
 		t.n.log.Error("WARC write", "error", err)
@@ -489,8 +539,8 @@ func codeLabel(status int) string {
 }
 
 func mediaType(ct string) string {
-	if ct == "" {
-		return ""
+	if ct == "" || isBareMediaType(ct) {
+		return ct // as mime.ParseMediaType (or the fallback below) would return it
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -505,4 +555,16 @@ func isHTML(ct string, body []byte) bool {
 	}
 	mt := mediaType(ct)
 	return mt == "text/html" || mt == "application/xhtml+xml"
+}
+
+// isBareMediaType reports whether ct is printable ASCII without spaces,
+// upper-case letters or parameters ("text/html", as fetch.Response's
+// ContentType always is): mediaType returns such a string unchanged.
+func isBareMediaType(ct string) bool {
+	for i := 0; i < len(ct); i++ {
+		if c := ct[i]; c <= ' ' || c >= 0x7f || c == ';' || 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
 }

@@ -158,3 +158,81 @@ func ReadCrawlLog(path string, fn func(LogEntry) error) (skipped int, err error)
 		}
 	}
 }
+
+// LoggedSince returns the URLs of the crawl log's lines stamped at or after
+// since, reading the file backwards from its end and stopping at the first
+// line older than since less slack (lines are appended as pages finish, so
+// their stamps, taken when a page's fetch starts, are out of order by at most
+// the longest fetch). A missing file has no lines. Torn lines are skipped.
+// It is how a node restarted after kill -9 learns which pages of the last
+// moments have their line already, reading only the file's tail.
+func LoggedSince(path string, since time.Time, slack time.Duration) (map[string]bool, error) {
+	logged := map[string]bool{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return logged, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: open crawl log %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
+	}
+	const chunk = 256 << 10
+	stop := since.Add(-slack)
+	end := fi.Size()
+	var rest []byte // the start of a line whose beginning is in an earlier chunk
+	for end > 0 {
+		off := max(end-chunk, 0)
+		buf := make([]byte, end-off, int(end-off)+len(rest))
+		if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("archive: read crawl log %s: %w", path, err)
+		}
+		buf = append(buf, rest...)
+		end = off
+		// Lines from the last to the first; the first is whole only at the file's start.
+		for {
+			i := lastLineStart(buf)
+			if i == 0 && end > 0 {
+				break
+			}
+			line := buf[i:]
+			buf = buf[:max(i-1, 0)]
+			var e LogEntry
+			if len(line) > 0 && json.Unmarshal(line, &e) == nil {
+				if e.Time.Before(stop) {
+					return logged, nil
+				}
+				if !e.Time.Before(since) {
+					logged[e.URL] = true
+				}
+			}
+			if i == 0 {
+				break
+			}
+		}
+		rest = append([]byte(nil), buf...)
+	}
+	return logged, nil
+}
+
+// lastLineStart is the index in b where its last line begins (b holds no
+// trailing newline of that line: a final '\n' is ignored).
+func lastLineStart(b []byte) int {
+	b = trimNL(b)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == '\n' {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,5 +82,71 @@ func TestCrawlLogRoundTrip(t *testing.T) {
 	})
 	if err != nil || skipped != 1 || n != workers*per+1 {
 		t.Fatalf("after torn line: %d entries, skipped %d, err %v", n, skipped, err)
+	}
+}
+
+// TestLoggedSince: the URLs of the lines stamped since a time are read from
+// the file's tail, across chunk boundaries, a torn last line skipped, and
+// the scan stops at the first line older than since less the slack.
+func TestLoggedSince(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "crawl.log")
+	l, err := OpenCrawlLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	long := strings.Repeat("x", 3000) // lines long enough to cross 256 KiB chunks
+	const n = 400
+	for i := range n {
+		e := LogEntry{Time: t0.Add(time.Duration(i) * time.Second), URL: fmt.Sprintf("http://h/%d?%s", i, long)}
+		if i == n-10 { // out of order by less than the slack
+			e.Time = t0.Add(time.Duration(n-40) * time.Second)
+		}
+		if err := l.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"time":"2026-01-01T00:10:00Z","url":"http://h/torn`)
+	f.Close()
+
+	tests := []struct {
+		since time.Duration
+		slack time.Duration
+		want  int
+	}{
+		{since: (n - 30) * time.Second, slack: time.Minute, want: 29}, // 371..399 but n-10, which is stamped n-40
+		{since: (n - 50) * time.Second, slack: time.Minute, want: 50},
+		{since: 0, slack: time.Minute, want: n},
+		{since: time.Hour, slack: time.Minute, want: 0},
+	}
+	for _, tc := range tests {
+		got, err := LoggedSince(path, t0.Add(tc.since), tc.slack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != tc.want {
+			t.Errorf("since +%s: %d URLs, want %d", tc.since, len(got), tc.want)
+		}
+		for u := range got {
+			var i int
+			fmt.Sscanf(strings.TrimPrefix(u, "http://h/"), "%d", &i)
+			at := t0.Add(time.Duration(i) * time.Second)
+			if i == n-10 {
+				at = t0.Add(time.Duration(n-40) * time.Second)
+			}
+			if at.Before(t0.Add(tc.since)) {
+				t.Errorf("since +%s: %s is older", tc.since, u[:20])
+			}
+		}
+	}
+	if got, err := LoggedSince(filepath.Join(t.TempDir(), "none"), t0, time.Minute); err != nil || len(got) != 0 {
+		t.Errorf("missing file: %v %v", got, err)
 	}
 }

@@ -456,3 +456,137 @@ func TestWARCStoredResponse(t *testing.T) {
 		t.Fatalf("response members: deflated %d bytes, stored %d bytes, block %d bytes", deflated, stored, len(resp))
 	}
 }
+
+// TestWARCResponseHeadAndBody: a response given as head (HTTPResponseHead)
+// plus Body is archived exactly like the same response given as one block
+// (HTTPResponseBlock): same block, same digests.
+func TestWARCResponseHeadAndBody(t *testing.T) {
+	h := http.Header{"Content-Type": {"text/html"}, "Transfer-Encoding": {"chunked"}, "X-Multi": {"a", "b\r\nc"}}
+	for _, body := range [][]byte{nil, {}, []byte("<html>hello</html>"), bytes.Repeat([]byte("abc\r\n\r\n"), 5000)} {
+		dir := t.TempDir()
+		w := newWriter(t, dir, 0)
+		date := time.Unix(1700000000, 0)
+		req := []byte("GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+		block := HTTPResponseBlock("HTTP/1.1", 200, h, body)
+		head := HTTPResponseHead("HTTP/1.1", 200, h, len(body))
+		if !bytes.Equal(append(append([]byte(nil), head...), body...), block) {
+			t.Fatalf("head+body != block:\n%q\n%q", head, block)
+		}
+		if err := w.Write(Exchange{Target: "http://a/", Date: date, Request: req, Response: block}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(Exchange{Target: "http://a/", Date: date, Request: req, Response: head, Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files := w.Files()
+		if len(files) != 1 {
+			t.Fatalf("files %v", files)
+		}
+		recs, err := readAll(t, files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 5 { // warcinfo + 2 × (request, response)
+			t.Fatalf("%d records", len(recs))
+		}
+		for i := 1; i <= 2; i++ {
+			a, b := recs[i], recs[i+2]
+			if !bytes.Equal(a.block, b.block) {
+				t.Fatalf("record %d: blocks differ", i)
+			}
+			for _, k := range []string{"WARC-Type", "WARC-Block-Digest", "WARC-Payload-Digest", "Content-Length", "WARC-Target-URI", "WARC-Date", "Content-Type"} {
+				if a.h[k] != b.h[k] {
+					t.Fatalf("record %d: %s %q != %q", i, k, a.h[k], b.h[k])
+				}
+			}
+		}
+		if recs[2].h["WARC-Payload-Digest"] != Digest(body) {
+			t.Fatalf("payload digest %q, want %q", recs[2].h["WARC-Payload-Digest"], Digest(body))
+		}
+	}
+}
+
+// TestWARCStoreRequests: with StoreRequests the request records are stored
+// gzip members (read back by compress/gzip like the others), the responses
+// still deflated.
+func TestWARCStoreRequests(t *testing.T) {
+	reqSizes := map[bool]int{}
+	for _, store := range []bool{false, true} {
+		dir := t.TempDir()
+		c := DefaultWARCConfig(dir)
+		c.StoreRequests = store
+		w, err := NewWARCWriter(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, req, resp := testExchange(1, 8<<10)
+		req = append(req[:len(req)-2:len(req)-2], []byte(strings.Repeat("X-Pad: aaaaaaaaaaaaaaaa\r\n", 20)+"\r\n")...)
+		if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		files := w.Files()
+		recs := checkFile(t, files[0])
+		if len(recs) != 3 || !bytes.Equal(recs[1].block, req) || !bytes.Equal(recs[2].block, resp) {
+			t.Fatalf("store=%v: %d records, blocks read back equal: %v %v", store, len(recs), bytes.Equal(recs[1].block, req), bytes.Equal(recs[2].block, resp))
+		}
+		ends := memberEnds(t, files[0])
+		if len(ends) != 3 {
+			t.Fatalf("%d members", len(ends))
+		}
+		reqSize, respSize := int(ends[1]-ends[0]), int(ends[2]-ends[1])
+		reqSizes[store] = reqSize
+		if store && reqSize <= len(req) {
+			t.Fatalf("store=%v: request member %d bytes for a %d-byte request", store, reqSize, len(req))
+		}
+		if respSize >= len(resp) {
+			t.Fatalf("store=%v: response member %d bytes for a %d-byte block: not deflated", store, respSize, len(resp))
+		}
+	}
+	if reqSizes[false] >= reqSizes[true] {
+		t.Fatalf("request member deflated %d bytes, stored %d", reqSizes[false], reqSizes[true])
+	}
+}
+
+// TestWARCLevels: every valid compression level writes files ReadWARC
+// (compress/gzip) reads back record for record.
+func TestWARCLevels(t *testing.T) {
+	for _, level := range []int{-2, 1, 5, 9} {
+		dir := t.TempDir()
+		c := DefaultWARCConfig(dir)
+		c.CompressionLevel = level
+		w, err := NewWARCWriter(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resps [][]byte
+		for i := range 20 {
+			target, req, resp := testExchange(i, 100+i*400)
+			resps = append(resps, resp)
+			if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		recs := checkFile(t, w.Files()[0])
+		n := 0
+		for _, r := range recs {
+			if r.h["WARC-Type"] == "response" {
+				if !bytes.Equal(r.block, resps[n]) {
+					t.Fatalf("level %d: response %d differs", level, n)
+				}
+				n++
+			}
+		}
+		if n != len(resps) {
+			t.Fatalf("level %d: %d responses read back, want %d", level, n, len(resps))
+		}
+	}
+}

@@ -41,6 +41,7 @@ type Result struct {
 	Pages   int64         // page fetches (robots.txt excluded)
 	Elapsed time.Duration // start to "nothing left to do"
 	CPU     time.Duration // user+sys CPU of the whole process (web server included) over the same span
+	Series  []Sample      // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
 }
 
 // cpuTime is the process's user+sys CPU time so far.
@@ -79,8 +80,16 @@ func RunPhasecrawlConfig(ctx context.Context, cfg config.Config, timeout time.Du
 	errc := make(chan error, 1)
 	cpu0, start := cpuTime(), time.Now()
 	go func() { errc <- n.Run(runCtx) }()
+	smp := startSampler(start, cpu0, func() int64 { return n.Status().PagesFetched }, func() string {
+		st := n.Status()
+		f, b := st.Frontier, st.Bucket
+		return fmt.Sprintf("in_list %6d in_progress %5d | queuing %4d fetching %3d timewait %4d", f.InList, f.InProgress, b.Queuing, b.Fetching, b.TimeWait)
+	})
+	defer smp.stop()
 
-	// Done twice in a row, 20 ms apart (like test/e2e's waitDone, finer).
+	// Done twice in a row, 5 ms apart (like test/e2e's waitDone, finer; the
+	// check reads counters only). It was 20 ms apart: up to 40 ms added to
+	// a crawl that colly's Wait ends at once.
 	deadline := time.Now().Add(timeout)
 	seen := 0
 	var res Result
@@ -102,11 +111,12 @@ func RunPhasecrawlConfig(ctx context.Context, cfg config.Config, timeout time.Du
 			cancel()
 			<-errc
 			return Result{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	res.Elapsed, res.CPU = time.Since(start), cpuTime()-cpu0
 	res.Pages = n.Status().PagesFetched
+	res.Series = smp.stop()
 	cancel()
 	if err := <-errc; err != nil {
 		return res, err
@@ -170,6 +180,8 @@ func RunColly(ctx context.Context, srv *webnode.Server, timeout time.Duration) (
 	for _, s := range srv.Web.Seeds() {
 		cc.enqueue(s)
 	}
+	smp := startSampler(start, cpu0, cc.pages.Load, nil)
+	defer smp.stop()
 	done := make(chan struct{})
 	go func() { cc.c.Wait(); close(done) }()
 	select {
@@ -180,6 +192,7 @@ func RunColly(ctx context.Context, srv *webnode.Server, timeout time.Duration) (
 		return Result{}, ctx.Err()
 	}
 	res := Result{Elapsed: time.Since(start), CPU: cpuTime() - cpu0, Pages: cc.pages.Load()}
+	res.Series = smp.stop()
 	if err := cc.firstError(); err != nil {
 		return res, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -28,19 +29,23 @@ func metricSum(text, name string) float64 {
 //
 //	go test ./test/cluster -run '^$' -bench Crawl -benchtime 1x -count 3
 //
-// The politeness delay is 20ms and the cluster's phases 600ms with a
-// 30ms guard: a request that outlives the guard is cut at the swap and
+// The politeness delay is 20ms and the cluster's phases 300ms with a
+// 15ms guard: a request that outlives the guard is cut at the swap and
 // fetched again ("dups" counts the pages the web served twice; a worker
 // stops a host early when twice its last response time does not fit, so
 // the guard only has to cover an unexpectedly slow answer); and a phase
 // should be short next to the time a node needs for its share of a host's
-// URLs, or hosts sit idle until their next owner's phase comes (README,
-// "Cluster performance"). PHASECRAWL_BENCH_DELAY, PHASECRAWL_BENCH_PHASE,
-// PHASECRAWL_BENCH_GUARD and PHASECRAWL_BENCH_BATCH_DELAY (durations)
-// override them and the exchange's batch delay (default: the configured
-// default, cluster.batch_delay).
+// URLs, or hosts sit idle until their next owner's phase comes, and each
+// level of links waits about a phase for its owner's turn on its host
+// (README, "Cluster performance"). PHASECRAWL_BENCH_DELAY,
+// PHASECRAWL_BENCH_PHASE, PHASECRAWL_BENCH_GUARD and
+// PHASECRAWL_BENCH_BATCH_DELAY (durations) override them and the
+// exchange's batch delay (default: the configured default,
+// cluster.batch_delay). PHASECRAWL_BENCH_SERIES=1 logs the pages served per
+// second and the hosts that ended last; PHASECRAWL_BENCH_SCALE=N (1..20)
+// crawls the cluster tests' web made N times larger.
 func BenchmarkCrawl(b *testing.B) {
-	phase, guard := 600*time.Millisecond, 30*time.Millisecond
+	phase, guard := 300*time.Millisecond, 15*time.Millisecond
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
 		phase = d
 	}
@@ -51,13 +56,17 @@ func BenchmarkCrawl(b *testing.B) {
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_DELAY")); err == nil {
 		delay = d
 	}
+	scale := 1
+	if v, err := strconv.Atoi(os.Getenv("PHASECRAWL_BENCH_SCALE")); err == nil && v >= 1 && v <= 20 {
+		scale = v
+	}
 	batchDelay := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY") // "": the default cluster.batch_delay
 	for _, n := range []int{1, 3} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			var pagesPerSec, msgsPer100, dups float64
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				web, webAddr, exp := clusterWeb(b)
+				web, webAddr, exp := clusterWebScaled(b, scale)
 				c := newProcCluster(b, web, webAddr)
 				c.phase, c.guard, c.alone, c.delay = phase, guard, n == 1, delay
 				if batchDelay != "" {
@@ -108,6 +117,9 @@ func BenchmarkCrawl(b *testing.B) {
 				if rep, err := webReport(webAddr); err == nil {
 					dups = float64(rep.Duplicates)
 				}
+				if os.Getenv("PHASECRAWL_BENCH_SERIES") != "" {
+					logSeries(b, webAddr, start)
+				}
 				if forwarded > 0 {
 					msgsPer100 = 100 * batches / forwarded
 				}
@@ -119,5 +131,47 @@ func BenchmarkCrawl(b *testing.B) {
 				b.ReportMetric(msgsPer100, "batches/100urls")
 			}
 		})
+	}
+}
+
+// logSeries logs the pages the web served per second of the crawl and the
+// hosts whose last page came latest (PHASECRAWL_BENCH_SERIES=1).
+func logSeries(b *testing.B, webAddr string, start time.Time) {
+	visits, err := webVisits(webAddr)
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	per := map[int]int{}
+	type hl struct {
+		host  string
+		n     int
+		first time.Time
+		last  time.Time
+	}
+	var hosts []hl
+	for h, vs := range visits {
+		x := hl{host: h, n: len(vs)}
+		for _, v := range vs {
+			per[int(v.Start.Sub(start).Seconds())]++
+			if x.first.IsZero() || v.Start.Before(x.first) {
+				x.first = v.Start
+			}
+			if v.Start.After(x.last) {
+				x.last = v.Start
+			}
+		}
+		hosts = append(hosts, x)
+	}
+	line := ""
+	for i := 0; i < 60; i++ {
+		if per[i] > 0 {
+			line += fmt.Sprintf(" %d:%d", i, per[i])
+		}
+	}
+	b.Log("pages per second:" + line)
+	slices.SortFunc(hosts, func(a, b hl) int { return b.last.Compare(a.last) })
+	for _, x := range hosts[:min(8, len(hosts))] {
+		b.Logf("host %s: %d requests, first %.1fs, last %.1fs", x.host, x.n, x.first.Sub(start).Seconds(), x.last.Sub(start).Seconds())
 	}
 }

@@ -321,7 +321,9 @@ func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() boo
 func (c *procCluster) formed(ps []*proc) bool {
 	for _, p := range ps {
 		st, err := p.status()
-		if err != nil || st.Phase.Current < 0 {
+		if err != nil || st.Phase.Current < 0 || st.Phase.NPhase < len(ps) {
+			// Not yet working on a phase of a schedule that counts every
+			// member (a join applies from the epoch it announced).
 			return false
 		}
 		alive := 0
@@ -391,8 +393,16 @@ func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
 // times the cap; the regular hosts all stay far below it.
 func clusterWeb(t testing.TB) (*synthweb.Web, string, synthweb.Expectation) {
 	t.Helper()
+	return clusterWebScaled(t, 1)
+}
+
+// clusterWebScaled is clusterWeb with scale times the hosts and pages.
+func clusterWebScaled(t testing.TB, scale int) (*synthweb.Web, string, synthweb.Expectation) {
+	t.Helper()
 	wc := synthweb.DefaultConfig()
 	wc.TrapHosts = 0
+	wc.Hosts *= scale
+	wc.Pages *= scale
 	web, err := synthweb.New(wc)
 	if err != nil {
 		t.Fatal(err)

@@ -111,6 +111,7 @@ type Web struct {
 
 	gzPool  sync.Pool
 	bufPool sync.Pool
+	cache   pageCache // filled by Prerender; one slot per page
 }
 
 // New generates the synthetic web described by c. The same Config always
@@ -122,6 +123,7 @@ func New(c Config) (*Web, error) {
 	w := &Web{cfg: c, byName: make(map[string]*site), unknownH: make(map[string]int)}
 	g := &gen{w: w, r: rand.New(rand.NewSource(c.Seed))}
 	g.run()
+	w.cache = make(pageCache, len(w.pages))
 	return w, nil
 }
 

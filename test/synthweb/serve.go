@@ -168,6 +168,10 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if c := w.cachedPage(id); known && !isRobots && c != nil {
+		w.serveCached(rw, r, s, c, leave)
+		return
+	}
 	buf := w.getBuf()
 	defer w.bufPool.Put(buf)
 	var resp response
@@ -210,6 +214,30 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	leave() // the response is complete: the next request of a polite client may arrive any time now
 	rw.WriteHeader(resp.status)
+	if r.Method != http.MethodHead {
+		rw.Write(body)
+	}
+}
+
+// serveCached writes a prerendered page: the same status, headers and
+// bytes as rendering it again (see ServeHTTP), leave called at the same point.
+func (w *Web) serveCached(rw http.ResponseWriter, r *http.Request, s *site, c *rendered, leave func()) {
+	body := c.body
+	h := rw.Header()
+	h.Set("Content-Type", c.resp.ctype)
+	if c.resp.location != "" {
+		h.Set("Location", c.resp.location)
+	}
+	if s.gzip {
+		h.Set("Vary", "Accept-Encoding")
+		if c.gz != nil && acceptsGzip(r) {
+			body = c.gz
+			h.Set("Content-Encoding", "gzip")
+		}
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	leave()
+	rw.WriteHeader(c.resp.status)
 	if r.Method != http.MethodHead {
 		rw.Write(body)
 	}

@@ -1,0 +1,127 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// archivedPage is a response found in a WARC file left by a crash whose
+// URL the frontier still has waiting.
+type archivedPage struct {
+	rec       frontier.Record
+	block     []byte
+	truncated bool
+	at        time.Time // WARC-Date
+}
+
+// recoverArchived settles the pages an earlier process of this node fetched
+// and archived but had not recorded when it was killed. A page is archived
+// (one write(2) of its WARC records) before its frontier write is even
+// submitted, and the frontier commits in groups, so after kill -9 the
+// frontier has the last pages fetched back IN_LIST while the WARC file left
+// open holds their responses. Each such response is classified again as the
+// worker did (its links extracted, its redirect followed), and the page is
+// recorded as if just fetched — routed, replicated and logged to the
+// frontier like any other — so only the requests that were in flight are
+// sent again. It runs once at start, before the scheduler, and returns the
+// number of pages it settled. A page it cannot rebuild is left IN_LIST (it
+// is fetched again).
+func (n *Node) recoverArchived(ctx context.Context) (int, error) {
+	found := map[uint64]*archivedPage{}
+	for _, path := range n.crashWARC {
+		err := archive.ReadWARC(path, func(h map[string]string, block []byte) error {
+			if h["WARC-Type"] != "response" {
+				return nil
+			}
+			target := h["WARC-Target-URI"]
+			fp := frontier.Fingerprint(target)
+			rec, ok, err := n.front.Get(fp)
+			if err != nil {
+				return err
+			}
+			if !ok || rec.URL != target || rec.State != frontier.InList && rec.State != frontier.InProgress {
+				return nil // recorded already (or robots.txt, or not ours)
+			}
+			// A URL waiting again (a STALLED retry, later a revisit) was
+			// recorded after this response: not the one lost.
+			at, err := time.Parse(time.RFC3339Nano, h["WARC-Date"])
+			if err != nil || !rec.Fetched.IsZero() && !rec.Fetched.Before(at) {
+				return nil
+			}
+			// The latest response of a URL is the one not recorded.
+			found[fp] = &archivedPage{rec: rec, block: append([]byte(nil), block...), truncated: h["WARC-Truncated"] != "", at: at}
+			return nil
+		})
+		if err != nil {
+			// A torn or bad record ends the file's scan; what was found before stays.
+			n.log.Warn("read a WARC file left by the crash", "file", path, "error", err)
+		}
+	}
+	if len(found) == 0 {
+		return 0, nil
+	}
+	// The crawl log line of a page is written after its WARC records, so the
+	// kill may have come between the two: the lines of the last moments are
+	// read back (the file's tail only) and a page without one gets it now.
+	oldest := time.Now()
+	for _, p := range found {
+		oldest = minTime(oldest, p.at)
+	}
+	logged, err := archive.LoggedSince(filepath.Join(n.cfg.Data, crawlLogName), oldest.Add(-time.Minute), 2*time.Minute)
+	if err != nil {
+		return 0, fmt.Errorf("node: recover archived pages: %w", err)
+	}
+	byHost := map[string][]*archivedPage{}
+	for _, p := range found {
+		byHost[p.rec.Host] = append(byHost[p.rec.Host], p)
+	}
+	hosts := make([]string, 0, len(byHost))
+	for h := range byHost {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	settled := 0
+	for _, host := range hosts {
+		pages := byHost[host]
+		fps := make([]uint64, len(pages))
+		for i, p := range pages {
+			fps[i] = p.rec.FP
+		}
+		// Settle takes results of IN_PROGRESS URLs only.
+		if err := n.front.MarkInProgress(ctx, fps); err != nil {
+			return settled, fmt.Errorf("node: recover %d archived pages of %s: %w", len(fps), host, err)
+		}
+		t := &hostTrip{n: n, host: host, hostHash: frontier.HostHash(host), delay: n.cfg.Delay}
+		for _, p := range pages {
+			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Tries: p.rec.Tries}
+			resp, err := fetch.FromRecord(p.rec.URL, p.block, p.truncated, n.cfg.Fetch.MaxBodySize)
+			if err != nil {
+				n.log.Warn("archived response not usable: the page is fetched again", "url", p.rec.URL, "error", err)
+				t.requeue = append(t.requeue, p.rec.FP)
+				continue
+			}
+			res := frontier.Result{FP: it.FP, State: frontier.Completed}
+			entry := archive.LogEntry{Time: p.at, URL: p.rec.URL} // its duration is not archived
+			t.outcome(it, resp, &res, &entry)
+			t.keep(it, res, entry, !logged[p.rec.URL])
+			settled++
+		}
+		t.commit()
+	}
+	return settled, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
