@@ -283,6 +283,13 @@ func EnvName(key string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
+// ApplyEnv sets the fields of cfg named by PHASECRAWL_* variables, as Load
+// does after the flags (lookupEnv is os.LookupEnv or a test's map). It does
+// not validate cfg.
+func ApplyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
+	return applyEnv(cfg, lookupEnv)
+}
+
 func applyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
 	if lookupEnv == nil {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -62,6 +63,14 @@ func RunPhasecrawl(ctx context.Context, srv *webnode.Server, dir string, timeout
 	cfg := srv.NodeConfig("bench", dir, 0)
 	cfg.UserAgent = UserAgent
 	cfg.Workers = config.Default().Workers
+	// PHASECRAWL_* variables change the node's settings, for experiments
+	// (PHASECRAWL_FRONTIER_BATCH_DELAY=40ms…); the figures in the README use none.
+	if err := config.ApplyEnv(&cfg, os.LookupEnv); err != nil {
+		return Result{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
 	if !cfg.WARC.Enabled {
 		return Result{}, errors.New("bench: WARC output must be on")
 	}
