@@ -100,7 +100,7 @@ type Cluster struct {
 	TakeoverAfter time.Duration `yaml:"takeover_after"`
 	// BatchDelay is the longest a partial batch of URLs for another member
 	// waits in the outbox before it is sent (a full batch, 1000 URLs, goes
-	// at once). Default 500ms, valid 1ms..1m. Shorter: discovered URLs reach
+	// at once). Default 300ms, valid 1ms..1m. Shorter: discovered URLs reach
 	// their owner sooner, in more messages.
 	BatchDelay time.Duration `yaml:"batch_delay"`
 	// FastGossip uses gossip timings for clusters on one machine (tests,
@@ -300,7 +300,7 @@ func Default() Config {
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
 		Log:      Log{Level: "info", Format: "text"},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
-			BatchDelay: 500 * time.Millisecond},
+			BatchDelay: 300 * time.Millisecond},
 	}
 }
 
