@@ -77,7 +77,7 @@ func load(args []string, lookupEnv func(string) (string, bool), out io.Writer, r
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("config: unexpected argument %q (flags start with --)", fs.Arg(0))
 	}
-	if err := applyEnv(&cfg, lookupEnv); err != nil {
+	if err := ApplyEnv(&cfg, lookupEnv); err != nil {
 		return cfg, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -284,13 +284,9 @@ func EnvName(key string) string {
 }
 
 // ApplyEnv sets the fields of cfg named by PHASECRAWL_* variables, as Load
-// does after the flags (lookupEnv is os.LookupEnv or a test's map). It does
-// not validate cfg.
+// does after the flags (lookupEnv is os.LookupEnv or a test's map; nil sets
+// nothing). It does not validate cfg.
 func ApplyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
-	return applyEnv(cfg, lookupEnv)
-}
-
-func applyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
 	if lookupEnv == nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,16 +193,21 @@ func LoggedSince(path string, since time.Time, slack time.Duration) (map[string]
 		}
 		buf = append(buf, rest...)
 		end = off
-		// Lines from the last to the first; the first is whole only at the file's start.
-		for {
-			i := lastLineStart(buf)
-			if i == 0 && end > 0 {
-				break
+		// Before the chunk's first newline is the end of a line that begins
+		// in an earlier chunk (unless the chunk starts the file): kept for it.
+		first := 0
+		if end > 0 {
+			if first = bytes.IndexByte(buf, '\n') + 1; first == 0 {
+				rest = buf
+				continue
 			}
-			line := buf[i:]
-			buf = buf[:max(i-1, 0)]
+		}
+		// Lines from the last to the first.
+		for lines := buf[first:]; len(lines) > 0; {
+			lines = bytes.TrimRight(lines, "\n")
+			i := bytes.LastIndexByte(lines, '\n') + 1
 			var e LogEntry
-			if len(line) > 0 && json.Unmarshal(line, &e) == nil {
+			if json.Unmarshal(lines[i:], &e) == nil {
 				if e.Time.Before(stop) {
 					return logged, nil
 				}
@@ -209,30 +215,9 @@ func LoggedSince(path string, since time.Time, slack time.Duration) (map[string]
 					logged[e.URL] = true
 				}
 			}
-			if i == 0 {
-				break
-			}
+			lines = lines[:i]
 		}
-		rest = append([]byte(nil), buf...)
+		rest = buf[:first]
 	}
 	return logged, nil
-}
-
-// lastLineStart is the index in b where its last line begins (b holds no
-// trailing newline of that line: a final '\n' is ignored).
-func lastLineStart(b []byte) int {
-	b = trimNL(b)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			return i + 1
-		}
-	}
-	return 0
-}
-
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && b[len(b)-1] == '\n' {
-		b = b[:len(b)-1]
-	}
-	return b
 }
