@@ -183,6 +183,11 @@ type Fetch struct {
 	// MaxOutlinks is the most links taken from one page; the rest are dropped. Default 10000,
 	// valid 0..10000000 (0 = unlimited).
 	MaxOutlinks int `yaml:"max_outlinks"`
+	// MaxIdleConns is the most idle keep-alive connections kept (one per host at most,
+	// least recently used closed first, each closed after 90s idle), so a host's next
+	// trip need not connect again; the node keeps at most half the process's open-file
+	// limit. Default 4096, valid 1..1000000.
+	MaxIdleConns int `yaml:"max_idle_conns"`
 }
 
 // Robots configures robots.txt handling.
@@ -293,6 +298,7 @@ func Default() Config {
 			RateWindow:     5 * time.Second,
 			MaxRedirects:   10,
 			MaxOutlinks:    10000,
+			MaxIdleConns:   4096,
 		},
 		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
 		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
@@ -361,6 +367,7 @@ func (c Config) Validate() error {
 	durRange("fetch.rate_window", c.Fetch.RateWindow, 10*time.Millisecond, 10*time.Minute)
 	intRange("fetch.max_redirects", int64(c.Fetch.MaxRedirects), 0, 100)
 	intRange("fetch.max_outlinks", int64(c.Fetch.MaxOutlinks), 0, 10000000)
+	intRange("fetch.max_idle_conns", int64(c.Fetch.MaxIdleConns), 1, 1000000)
 	durRange("robots.ttl", c.Robots.TTL, time.Second, 30*24*time.Hour)
 	durRange("robots.error_ttl", c.Robots.ErrorTTL, time.Second, 24*time.Hour)
 	durRange("robots.max_crawl_delay", c.Robots.MaxCrawlDelay, 0, 10*time.Minute)

@@ -50,6 +50,13 @@ func TestHardeningKeys(t *testing.T) {
 		{"rate_window range", nil, map[string]string{"PHASECRAWL_FETCH_RATE_WINDOW": "1ms"}, "", nil, "fetch.rate_window=1ms"},
 		{"max_redirects range", nil, nil, "fetch: {max_redirects: 101}\n", nil, "fetch.max_redirects=101"},
 		{"max_outlinks range", nil, nil, "fetch: {max_outlinks: -5}\n", nil, "fetch.max_outlinks=-5"},
+		{"max_idle_conns range", nil, map[string]string{"PHASECRAWL_FETCH_MAX_IDLE_CONNS": "0"}, "", nil, "fetch.max_idle_conns=0"},
+		{"max_idle_conns", nil, nil, "fetch: {max_idle_conns: 100}\n", func(c Config) string {
+			if c.Fetch.MaxIdleConns != 100 {
+				return fmt.Sprintf("max_idle_conns %d, want 100", c.Fetch.MaxIdleConns)
+			}
+			return ""
+		}, ""},
 		{"public http needs a token", []string{"--http", "0.0.0.0:7070"}, nil, "", nil, "api_token_file: required when http=\"0.0.0.0:7070\""},
 		{"all interfaces needs a token", []string{"--http", ":7070"}, nil, "", nil, "api_token_file"},
 		{"a name needs a token", []string{"--http", "crawler.example:7070"}, nil, "", nil, "api_token_file"},

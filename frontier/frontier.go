@@ -71,9 +71,26 @@ type Frontier struct {
 	once   sync.Once
 	cerr   error
 
+	beforeCommit atomic.Pointer[func()] // SetBeforeCommit
+
 	// Owned by the writer goroutine (and Open, before it starts).
 	seq  uint64
 	wcnt [numCounters]int64
+}
+
+// SetBeforeCommit makes the writer call fn before each write transaction
+// that records callers' changes (nil: none). Whatever fn makes durable is
+// so before any change of that transaction is: the node flushes its WARC
+// and crawl-log buffers there, so a page recorded as fetched is in both
+// files. fn runs on the writer goroutine and delays every commit by its
+// duration; it must not write to the Frontier (the write would wait for
+// the commit that waits for fn).
+func (f *Frontier) SetBeforeCommit(fn func()) {
+	if fn == nil {
+		f.beforeCommit.Store(nil)
+		return
+	}
+	f.beforeCommit.Store(&fn)
 }
 
 // Open opens or creates the frontier at opts.Path. It checks the file is a

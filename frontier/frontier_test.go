@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -859,5 +860,35 @@ func TestBatchDelayLull(t *testing.T) {
 	}
 	if d := time.Since(start); d < 200*time.Millisecond || d > 800*time.Millisecond {
 		t.Fatalf("a lone write took %s, want about 250ms (a quarter of the 1s delay)", d)
+	}
+}
+
+// TestBeforeCommit: the hook runs on every commit of callers' changes,
+// before the changes are committed, and not after it is removed.
+func TestBeforeCommit(t *testing.T) {
+	f := open(t, nil)
+	var calls, inListSeen atomic.Int64
+	f.SetBeforeCommit(func() {
+		calls.Add(1)
+		inListSeen.Store(f.Counts().InList)
+	})
+	for i, want := range []int64{0, 1} {
+		u := fmt.Sprintf("http://a.test/%d", i)
+		if n, err := f.Add(ctx, []NewURL{{URL: u, Host: "a.test"}}); err != nil || n != 1 {
+			t.Fatalf("Add %s: %d, %v", u, n, err)
+		}
+		if c := calls.Load(); c != int64(i+1) {
+			t.Fatalf("after %d adds the hook ran %d times", i+1, c)
+		}
+		if got := inListSeen.Load(); got != want {
+			t.Fatalf("the hook saw %d URLs IN_LIST, want %d: it ran after the commit", got, want)
+		}
+	}
+	f.SetBeforeCommit(nil)
+	if _, err := f.Add(ctx, []NewURL{{URL: "http://a.test/x", Host: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls.Load(); c != 2 {
+		t.Fatalf("the removed hook ran: %d calls", c)
 	}
 }

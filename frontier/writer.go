@@ -315,6 +315,9 @@ func (f *Frontier) commit(ops []*op) {
 	if len(live) == 0 {
 		return
 	}
+	if fn := f.beforeCommit.Load(); fn != nil {
+		(*fn)()
+	}
 	res := make([]int, len(live))
 	st := f.newTxState(time.Now())
 	err := f.update(func(tx *bolt.Tx) error {

@@ -354,3 +354,22 @@ func FuzzSeedsHandler(f *testing.F) {
 		}
 	})
 }
+
+// TestIdleConns: fetch.max_idle_conns is kept under half the open-file limit.
+func TestIdleConns(t *testing.T) {
+	for _, tc := range []struct {
+		want    int
+		fdLimit uint64
+		got     int
+	}{
+		{4096, 0, 4096}, // limit unknown
+		{4096, 1 << 20, 4096},
+		{4096, 8192, 4096},
+		{4096, 1024, 512},
+		{1, 1, 1},
+	} {
+		if got := idleConns(tc.want, tc.fdLimit, slog.New(slog.DiscardHandler)); got != tc.got {
+			t.Errorf("idleConns(%d, limit %d) = %d, want %d", tc.want, tc.fdLimit, got, tc.got)
+		}
+	}
+}

@@ -293,7 +293,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		RateWindow:     cfg.Fetch.RateWindow,
 		AllowPrivate:   cfg.AllowPrivate,
 		Resolve:        rules,
-		MaxIdleConns:   cfg.Workers * 2,
+		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -344,6 +344,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, crawlLogName)); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	n.front.SetBeforeCommit(n.flushOutputs)
 	n.router = opts.Router
 	if n.router == nil {
 		n.router = localRouter{n.front}
@@ -482,6 +483,34 @@ func (n *Node) Run(ctx context.Context) error {
 	c := n.front.Counts()
 	n.log.Info("node stopped", "pages", n.pages.Load(), "in_list", c.InList, "in_progress", c.InProgress, "completed", c.Completed, "stalled", c.Stalled)
 	return nil
+}
+
+// idleConns is fetch.max_idle_conns, at most half the open-file limit (the
+// rest is for the connections in use, the listeners and the files).
+func idleConns(want int, fdLimit uint64, log *slog.Logger) int {
+	if fdLimit == 0 || uint64(want) <= fdLimit/2 {
+		return want
+	}
+	got := max(int(fdLimit/2), 1)
+	log.Warn("fetch.max_idle_conns lowered to half the open-file limit (raise it with ulimit -n / LimitNOFILE)",
+		"max_idle_conns", want, "open_file_limit", fdLimit, "using", got)
+	return got
+}
+
+// flushOutputs writes the buffered WARC records and crawl-log lines to
+// their files. The frontier calls it before each commit: a page whose
+// result is recorded has its records and its line in the files (a kill -9
+// cannot take them), and a page whose records were lost in a buffer is not
+// recorded, so it is fetched again.
+func (n *Node) flushOutputs() {
+	if n.warc != nil {
+		if err := n.warc.Flush(); err != nil {
+			n.log.Error("WARC write", "error", err)
+		}
+	}
+	if err := n.clog.Flush(); err != nil {
+		n.log.Error("crawl log", "error", err)
+	}
 }
 
 // closeResources flushes and closes every output and the frontier, once.

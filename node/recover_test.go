@@ -86,6 +86,11 @@ func TestRecoverArchivedPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The records reached the file (a flush before some commit), the pages'
+	// results did not reach the frontier: the kill came in between.
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	// "/" had its crawl log line written before the kill, "/moved" had not.
 	clog, err := archive.OpenCrawlLog(filepath.Join(cfg.Data, crawlLogName))
 	if err != nil {

@@ -28,16 +28,27 @@ type LogEntry struct {
 	Truncated  bool      `json:"truncated,omitempty"`
 }
 
-// CrawlLog appends JSON lines to a file. Each line goes to the file with one write(2) as it is
-// written (O_APPEND, no user-space buffer), so a line whose URL the frontier has recorded
-// survives a kill -9 of the process; only a power loss can tear the last line. Safe for
-// concurrent use.
+// CrawlLog appends JSON lines to a file (O_APPEND). Lines are buffered and go to the file with
+// one write(2) when Flush is called, CrawlLogFlushDelay after the oldest buffered line was
+// written, when CrawlLogBufferSize bytes are buffered, and at Close; once written they survive
+// a kill -9 of the process (only a power loss can tear the last line). The node flushes before
+// each frontier commit, so a line whose URL the frontier has recorded survives a kill -9 as
+// the record does. Safe for concurrent use.
 type CrawlLog struct {
-	path string
-	mu   sync.Mutex
-	f    *os.File
-	err  error // first write error, returned by later calls
+	path    string
+	delay   time.Duration // CrawlLogFlushDelay (tests change it)
+	mu      sync.Mutex
+	f       *os.File
+	pending []byte     // lines not written yet
+	timer   flushTimer // flushes delay after pending became non-empty
+	err     error      // first write error, returned by later calls
 }
+
+// CrawlLogBufferSize is how many buffered bytes make Write flush on its own.
+const CrawlLogBufferSize = 256 << 10
+
+// CrawlLogFlushDelay is the longest a line stays buffered when nobody calls Flush.
+const CrawlLogFlushDelay = 2 * time.Millisecond
 
 // OpenCrawlLog opens (creating it and its directory if needed) path for appending. If a crash
 // left a torn last line, a newline is added so new entries start on their own line.
@@ -58,7 +69,7 @@ func OpenCrawlLog(path string) (*CrawlLog, error) {
 			return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
 		}
 	}
-	return &CrawlLog{path: path, f: f}, nil
+	return &CrawlLog{path: path, f: f, delay: CrawlLogFlushDelay}, nil
 }
 
 func endsTorn(path string) (bool, error) {
@@ -78,7 +89,7 @@ func endsTorn(path string) (bool, error) {
 	return b[0] != '\n', nil
 }
 
-// Write appends e as one JSON line (Time zero = now), written to the file at once.
+// Write appends e as one JSON line (Time zero = now) to the buffer.
 func (l *CrawlLog) Write(e LogEntry) error {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
@@ -87,7 +98,6 @@ func (l *CrawlLog) Write(e LogEntry) error {
 	if err != nil {
 		return fmt.Errorf("archive: crawl log entry: %w", err)
 	}
-	b = append(b, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
@@ -96,32 +106,55 @@ func (l *CrawlLog) Write(e LogEntry) error {
 	if l.err != nil {
 		return l.err
 	}
-	if _, err := l.f.Write(b); err != nil {
-		return l.fail(err)
+	l.pending = append(append(l.pending, b...), '\n')
+	if len(l.pending) >= CrawlLogBufferSize {
+		return l.flushLocked()
 	}
+	l.timer.arm(l.delay, l.timedFlush)
 	return nil
 }
 
-func (l *CrawlLog) fail(err error) error {
-	l.err = fmt.Errorf("archive: write crawl log %s: %w", l.path, err)
-	return l.err
+// timedFlush is the timer's flush; a write error is kept for later calls.
+func (l *CrawlLog) timedFlush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.timer.fired()
+	_ = l.flushLocked()
 }
 
-// Flush returns the first write error, if any: lines are written as they come.
+// Flush writes the buffered lines to the file; it returns the first write error, if any (the
+// log stops at it: a line that could not be written is not followed by later ones). Flush
+// after Close returns nil.
 func (l *CrawlLog) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.flushLocked()
+}
+
+func (l *CrawlLog) flushLocked() error {
+	if l.f == nil { // closed
+		return nil
+	}
+	if l.err != nil || len(l.pending) == 0 {
+		return l.err
+	}
+	_, err := l.f.Write(l.pending)
+	l.pending = l.pending[:0]
+	if err != nil {
+		l.err = fmt.Errorf("archive: write crawl log %s: %w", l.path, err)
+	}
 	return l.err
 }
 
-// Close syncs and closes the file. Idempotent.
+// Close flushes, syncs and closes the file. Idempotent.
 func (l *CrawlLog) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
 		return nil
 	}
-	err := l.err
+	l.timer.stop()
+	err := l.flushLocked()
 	if serr := l.f.Sync(); err == nil && serr != nil {
 		err = fmt.Errorf("archive: sync crawl log %s: %w", l.path, serr)
 	}

@@ -150,3 +150,65 @@ func TestLoggedSince(t *testing.T) {
 		t.Errorf("missing file: %v %v", got, err)
 	}
 }
+
+// TestCrawlLogFlush: lines reach the file at Flush and at Close, whole.
+func TestCrawlLogFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "crawl.log")
+	l, err := OpenCrawlLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.delay = time.Minute // no flush by time until the end of the test
+	lines := func() int {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > 0 && b[len(b)-1] != '\n' {
+			t.Fatalf("torn line in %q", b)
+		}
+		return strings.Count(string(b), "\n")
+	}
+	for i := range 2 {
+		if err := l.Write(LogEntry{URL: fmt.Sprintf("http://a.test/%d", i), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lines(); n != 0 {
+		t.Fatalf("%d lines before Flush, want 0", n)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := lines(); n != 2 {
+		t.Fatalf("%d lines after Flush, want 2", n)
+	}
+	if err := l.Write(LogEntry{URL: "http://a.test/2", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := lines(); n != 3 {
+		t.Fatalf("%d lines after Close, want 3", n)
+	}
+	// By time: a line reaches the file CrawlLogFlushDelay after its Write.
+	if l, err = OpenCrawlLog(path); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Write(LogEntry{URL: "http://a.test/3", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for lines() != 4 {
+		if time.Now().After(deadline) {
+			t.Fatal("a buffered line was not written by itself within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatalf("Flush after Close: %v", err)
+	}
+}

@@ -78,6 +78,11 @@ func recoverFile(path string) (RecoveredFile, error) {
 		return rf, nil
 	}
 	if rf.Cut > 0 {
+		// Said before it is done: a kill during the fsyncs below would
+		// otherwise leave the file cut with no word of it (the next start
+		// finds nothing to cut).
+		slog.Warn("archive: cutting the torn end of a WARC file left open by a crash", "file", path,
+			"records_kept", rf.Records, "bytes_cut", rf.Cut, "reason", rf.Reason)
 		if err := f.Truncate(st.safeEnd); err != nil {
 			return rf, fmt.Errorf("archive: recover: truncate %s to %d: %w", path, st.safeEnd, err)
 		}

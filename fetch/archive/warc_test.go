@@ -590,3 +590,126 @@ func TestWARCLevels(t *testing.T) {
 		}
 	}
 }
+
+// openRecords returns the records in the writer's .open file as it is on disk.
+func openRecords(t *testing.T, dir string) []rec {
+	t.Helper()
+	open, _ := filepath.Glob(filepath.Join(dir, "*"+OpenSuffix))
+	if len(open) != 1 {
+		t.Fatalf("open files %v, want one", open)
+	}
+	recs, err := readAll(t, open[0])
+	if err != nil {
+		t.Fatalf("ReadWARC(%s): %v", open[0], err)
+	}
+	return recs
+}
+
+// TestWARCFlush: records reach the file at Flush, when WARCBufferSize bytes
+// are buffered, and at Close — never half a record; a failed flush loses
+// the buffered records, says so, and leaves a readable file that later
+// records join.
+func TestWARCFlush(t *testing.T) {
+	dir := t.TempDir()
+	c := DefaultWARCConfig(dir)
+	c.Prefix, c.FlushDelay = "test", time.Minute // no flush by time in this test
+	w, err := NewWARCWriter(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(i, size int) {
+		t.Helper()
+		target, req, resp := testExchange(i, size)
+		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		write(i, 500)
+	}
+	if got := len(openRecords(t, dir)); got != 1 {
+		t.Fatalf("before Flush the file holds %d records, want 1 (warcinfo)", got)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(openRecords(t, dir)); got != 7 {
+		t.Fatalf("after Flush the file holds %d records, want 7", got)
+	}
+	// Random letters deflate to ~60%: two exchanges of 0.9 buffer each fill it.
+	write(3, WARCBufferSize*9/10)
+	write(4, WARCBufferSize*9/10)
+	if got := len(openRecords(t, dir)); got != 11 {
+		t.Fatalf("a full buffer was not written: the file holds %d records, want 11", got)
+	}
+
+	// A flush that fails: the file handle cannot write.
+	good := w.f
+	ro, err := os.Open(w.openPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	w.f = ro
+	w.mu.Unlock()
+	write(5, 500)
+	err = w.Flush()
+	if err == nil || !strings.Contains(err.Error(), w.openPath) || !strings.Contains(err.Error(), "buffered bytes lost") {
+		t.Fatalf("failed flush: %v, want an error naming the file and the loss", err)
+	}
+	w.mu.Lock()
+	w.f = good
+	w.mu.Unlock()
+	ro.Close()
+	write(6, 500)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	recs := checkFile(t, w.Files()[0])
+	var targets []string
+	for _, r := range recs[1:] {
+		if r.h["WARC-Type"] == "response" {
+			targets = append(targets, r.h["WARC-Target-URI"][len("http://h0.synth.test/p/"):])
+		}
+	}
+	if got := strings.Join(targets, ","); got != "0,1,2,3,4,6" {
+		t.Fatalf("responses in the file: %s, want 0,1,2,3,4,6 (5 was lost by the failed flush)", got)
+	}
+}
+
+// TestWARCFlushDelay: a buffered record reaches the file by itself after
+// FlushDelay; with FlushDelay 0 every exchange is written at once.
+func TestWARCFlushDelay(t *testing.T) {
+	for _, delay := range []time.Duration{0, 5 * time.Millisecond} {
+		dir := t.TempDir()
+		c := DefaultWARCConfig(dir)
+		c.Prefix, c.FlushDelay = "test", delay
+		w, err := NewWARCWriter(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, req, resp := testExchange(1, 500)
+		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+			t.Fatal(err)
+		}
+		if delay == 0 {
+			if got := len(openRecords(t, dir)); got != 3 {
+				t.Fatalf("FlushDelay 0: the file holds %d records right after Write, want 3", got)
+			}
+		} else {
+			deadline := time.Now().Add(10 * time.Second)
+			for len(openRecords(t, dir)) != 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("FlushDelay %s: the record was not written by itself within 10s", delay)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

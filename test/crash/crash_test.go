@@ -307,7 +307,7 @@ func quiet(t *testing.T, web *synthweb.Web) synthweb.Report {
 	return last
 }
 
-var recoveryLine = regexp.MustCompile(`recovered WARC file[^\n]*`)
+var recoveryLine = regexp.MustCompile(`(recovered WARC file|cutting the torn end of a WARC file)[^\n]*`)
 
 func keepRecoveryLines(b *strings.Builder, logs string) {
 	for _, l := range recoveryLine.FindAllString(logs, -1) {
@@ -378,13 +378,16 @@ func checkTornRecovered(t *testing.T, torn map[string]int64, tears int, logs str
 			t.Errorf("torn %s was not recovered (open file still there: %v; final: %v)", p, operr == nil, err)
 		}
 	}
-	re := regexp.MustCompile(`bytes_cut=(\d+)`)
-	cuts := 0
+	// A cut is logged before it is made (and again once the file is
+	// renamed, unless a kill came in between): count the files.
+	re := regexp.MustCompile(`file=(\S+) .*bytes_cut=(\d+)`)
+	cutFiles := map[string]bool{}
 	for _, m := range re.FindAllStringSubmatch(logs, -1) {
-		if n, _ := strconv.Atoi(m[1]); n > 0 {
-			cuts++
+		if n, _ := strconv.Atoi(m[2]); n > 0 {
+			cutFiles[m[1]] = true
 		}
 	}
+	cuts := len(cutFiles)
 	t.Logf("%d WARC files recovered after kills, %d of them cut back", strings.Count(logs, "recovered WARC file left open by a crash file="), cuts)
 	if cuts < tears {
 		t.Errorf("%d files torn, %d recoveries logged a cut: a torn record was kept silently", tears, cuts)

@@ -53,6 +53,15 @@ type Expectation struct {
 	// host (pages plus disallowed); MaxPagesPerHost must be at least this
 	// for Pages to be exact.
 	MaxHostURLs int
+	// MinCrawlTime is a lower bound on the time any crawler needs to fetch
+	// every page while obeying the politeness rules, with no delay of its
+	// own: one request at a time per host, a slow host's sleep before each
+	// response (robots.txt included), Crawl-delay between requests. It is
+	// the longest such chain of one host, max((n+1)·sleep, n·Crawl-delay)
+	// for its n pages; the time to discover the host is not counted. On a
+	// web whose crawl is bound by it, pages/s cannot exceed
+	// Fetches/MinCrawlTime whatever the crawler.
+	MinCrawlTime time.Duration
 	// Warnings says why the expectation is not exact (e.g. a non-trap host
 	// over MaxPagesPerHost); Check reports them as violations.
 	Warnings []string
@@ -97,6 +106,7 @@ func (w *Web) Expected(sc Scope) Expectation {
 	seen := make([]bool, len(w.pages))
 	admitted := make([]int, len(w.sites))
 	fetchedOn := make([]bool, len(w.sites))
+	pagesOn := make([]int, len(w.sites))
 	var queue []int32
 	discover := func(id int32) {
 		if seen[id] {
@@ -116,6 +126,7 @@ func (w *Web) Expected(sc Scope) Expectation {
 			}
 			exp.TrapHosts[s.name] = n
 			fetchedOn[s.idx] = true
+			pagesOn[s.idx] = max(n, 0)
 			return
 		}
 		admitted[s.idx]++
@@ -126,6 +137,7 @@ func (w *Web) Expected(sc Scope) Expectation {
 		exp.Pages[w.url(id)] = true
 		exp.Status[int(p.status)]++
 		fetchedOn[s.idx] = true
+		pagesOn[s.idx]++
 		queue = append(queue, id)
 	}
 	for _, id := range w.seeds {
@@ -157,6 +169,8 @@ func (w *Web) Expected(sc Scope) Expectation {
 				exp.CrawlDelay[s.name] = d
 			}
 		}
+		n := time.Duration(pagesOn[s.idx])
+		exp.MinCrawlTime = max(exp.MinCrawlTime, (n+1)*s.slow, n*exp.CrawlDelay[s.name])
 		if s.trap {
 			continue
 		}

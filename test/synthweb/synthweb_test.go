@@ -471,3 +471,48 @@ func TestConcurrentRecording(t *testing.T) {
 		t.Fatalf("visits %+v", st.visits)
 	}
 }
+
+// TestMinCrawlTime: the politeness bound is the longest chain of one host's
+// requests: (n+1)·sleep on a slow host (robots.txt is slept on too),
+// n·Crawl-delay on a Crawl-delay host.
+func TestMinCrawlTime(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		slow, delay bool
+	}{
+		{"slow", true, false},
+		{"crawl-delay", false, true},
+		{"neither", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Hosts, c.Pages, c.Seeds, c.TrapHosts, c.UnlinkedHosts = 1, 30, 1, 0, 0
+			c.RobotsMissing, c.RobotsDisallow = 0, 0
+			c.SlowHosts, c.CrawlDelayHosts = 0, 0
+			c.SlowMin, c.SlowMax = 10*time.Millisecond, 10*time.Millisecond
+			if tc.slow {
+				c.SlowHosts = 1
+			}
+			if tc.delay {
+				c.CrawlDelayHosts = 1
+			}
+			w := mustNew(t, c)
+			exp := w.Expected(Scope{UserAgent: "t", Domains: []string{c.Domain}})
+			n := time.Duration(len(exp.Pages))
+			var want time.Duration
+			switch {
+			case tc.slow:
+				want = (n + 1) * 10 * time.Millisecond
+			case tc.delay:
+				d := exp.CrawlDelay[w.sites[0].name]
+				if d <= 0 {
+					t.Fatalf("the only host has no Crawl-delay: %v", exp.CrawlDelay)
+				}
+				want = n * d
+			}
+			if n < 2 || exp.MinCrawlTime != want {
+				t.Fatalf("%d pages: MinCrawlTime %s, want %s", n, exp.MinCrawlTime, want)
+			}
+		})
+	}
+}
