@@ -11,7 +11,7 @@ import (
 // saves two group commits per trip, and a crash can never keep a page's
 // result without the links found on it. It returns how many URLs were new.
 func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) (added int, err error) {
-	o, err := f.settleOp(found, rs, requeue)
+	o, err := f.settleOp(found, rs, requeue, nil)
 	if err != nil || o == nil {
 		return 0, err
 	}
@@ -19,7 +19,9 @@ func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requ
 }
 
 // settleOp builds the write of Settle; nil when there is nothing to write.
-func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64) (*op, error) {
+// With tk, new URLs of tk's host are taken for the caller's trip (see
+// SettleAsyncTaking).
+func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64, tk *taking) (*op, error) {
 	for _, r := range rs {
 		if r.State != Completed && r.State != Stalled {
 			return nil, fmt.Errorf("frontier: settle %016x: state=%s: must be completed or stalled", r.FP, r.State)
@@ -30,7 +32,10 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64) (*op,
 		return nil, nil
 	}
 	return &op{kind: opFunc, adds: adds, results: rs, fps: requeue, fn: func(st *txState) (int, error) {
-		n, err := st.add(adds)
+		if tk != nil {
+			tk.got = tk.got[:0] // the transaction may be retried
+		}
+		n, err := st.add(adds, tk)
 		if err != nil {
 			return 0, fmt.Errorf("settle: add: %w", err)
 		}
@@ -44,8 +49,38 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64) (*op,
 	}}, nil
 }
 
-// Pending is a write submitted without waiting (MarkInProgressAsync).
-type Pending struct{ reply chan opReply }
+// Pending is a write submitted without waiting (MarkInProgressAsync,
+// SettleAsync).
+type Pending struct {
+	reply chan opReply
+	tk    *taking // SettleAsyncTaking
+	done  bool
+}
+
+// taking is a settle write's request for the new URLs of the trip's host.
+type taking struct {
+	host string // as stored (lower case)
+	room int
+	got  []Taken
+}
+
+// Taken is a URL a settle write inserted IN_PROGRESS for the caller's trip
+// (SettleAsyncTaking) instead of queueing it.
+type Taken struct {
+	FP    uint64
+	URL   string
+	Depth int
+}
+
+// Taken returns the URLs the write took for the caller's trip, once Poll or
+// Wait has reported it done without an error (nil before, or after a failed
+// write: then nothing was taken).
+func (p *Pending) Taken() []Taken {
+	if p.tk == nil || !p.done {
+		return nil
+	}
+	return p.tk.got
+}
 
 // Poll reports whether the write has been committed (or has failed) without
 // blocking; once done, n and err are its outcome (as Wait's). Poll returns
@@ -53,6 +88,7 @@ type Pending struct{ reply chan opReply }
 func (p *Pending) Poll() (done bool, n int, err error) {
 	select {
 	case r := <-p.reply:
+		p.done = r.err == nil
 		return true, r.n, r.err
 	default:
 		return false, 0, nil
@@ -63,6 +99,7 @@ func (p *Pending) Poll() (done bool, n int, err error) {
 // write reports (for SettleAsync: how many URLs were new).
 func (p *Pending) Wait() (n int, err error) {
 	r := <-p.reply
+	p.done = r.err == nil
 	return r.n, r.err
 }
 
@@ -70,8 +107,26 @@ func (p *Pending) Wait() (n int, err error) {
 // writer applies writes in submission order, so a later write never
 // overtakes it.
 func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) *Pending {
+	return f.SettleAsyncTaking(ctx, "", 0, found, rs, requeue)
+}
+
+// SettleAsyncTaking is SettleAsync for a trip to host with room for more
+// URLs: up to room of the URLs of host in found that are new are inserted
+// IN_PROGRESS, not queued, for the caller to fetch in the same trip
+// (Pending.Taken lists them once the write is done). A host's trip thus
+// goes on with the pages its own pages link to instead of ending and
+// waiting for another scan, dispatch and worker. The caller owns them as it
+// owns its dispatched URLs: it must record each one's result, or Requeue
+// it; after a crash they return to IN_LIST like every IN_PROGRESS URL.
+// They count as added.
+func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []uint64) *Pending {
 	p := &Pending{reply: make(chan opReply, 1)}
-	o, err := f.settleOp(found, rs, requeue)
+	var tk *taking
+	if room > 0 && host != "" {
+		tk = &taking{host: normHost(host), room: room}
+		p.tk = tk
+	}
+	o, err := f.settleOp(found, rs, requeue, tk)
 	if err != nil || o == nil {
 		p.reply <- opReply{err: err}
 		return p

@@ -127,3 +127,74 @@ func TestSettleAsync(t *testing.T) {
 		t.Fatal("SettleAsync with state IN_PROGRESS succeeded")
 	}
 }
+
+// TestSettleAsyncTaking: a settle write takes up to room of the new URLs of
+// the trip's host straight to IN_PROGRESS (no queue entry) and lists them;
+// known URLs, other hosts' URLs and those beyond room are queued as usual;
+// a taken URL is the caller's (Finish, Requeue) and returns to IN_LIST at
+// the next Open if the process dies first.
+func TestSettleAsyncTaking(t *testing.T) {
+	f := open(t, nil)
+	seed := NewURL{URL: "http://h.test/", Host: "h.test"}
+	if _, err := f.Add(ctx, []NewURL{seed}); err != nil {
+		t.Fatal(err)
+	}
+	sfp := Fingerprint(seed.URL)
+	if err := f.MarkInProgress(ctx, []uint64{sfp}); err != nil {
+		t.Fatal(err)
+	}
+	found := []NewURL{
+		{URL: "http://h.test/1", Host: "h.test", Depth: 1},
+		seed, // known
+		{URL: "http://other.test/x", Host: "other.test", Depth: 1},
+		{URL: "http://H.test/2", Host: "H.TEST", Depth: 1}, // the host as the page wrote it
+		{URL: "http://h.test/3", Host: "h.test", Depth: 1}, // beyond room
+	}
+	p := f.SettleAsyncTaking(ctx, "h.test", 2, found, []Result{{FP: sfp, State: Completed, Status: 200}}, nil)
+	if got := p.Taken(); got != nil {
+		t.Fatalf("Taken before the write is done: %v", got)
+	}
+	added, err := p.Wait()
+	if err != nil || added != 4 {
+		t.Fatalf("Wait = %d, %v; want 4 new URLs", added, err)
+	}
+	var taken []string
+	for _, tk := range p.Taken() {
+		taken = append(taken, tk.URL)
+		if tk.FP != Fingerprint(tk.URL) || tk.Depth != 1 {
+			t.Errorf("taken %+v: wrong fingerprint or depth", tk)
+		}
+	}
+	if want := []string{"http://h.test/1", "http://H.test/2"}; !slices.Equal(taken, want) {
+		t.Fatalf("taken %v, want %v", taken, want)
+	}
+	wantCounts(t, f, Counts{InList: 2, InProgress: 2, Completed: 1})
+	if got := urlsOf(scanAll(t, f, 0, 0)); !slices.Equal(got, []string{"http://other.test/x", "http://h.test/3"}) {
+		t.Fatalf("queue %v: the taken URLs must not be in it", got)
+	}
+	if hs, ok, err := f.Host("h.test"); err != nil || !ok || hs.Admitted != 4 {
+		t.Fatalf("host stats %+v, %v, %v: want 4 admitted (the seed, 2 taken, 1 queued)", hs, ok, err)
+	}
+
+	// The caller finishes one and the process dies with the other in flight.
+	if err := f.Finish(ctx, []Result{{FP: Fingerprint("http://h.test/1"), State: Completed, Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	f = reopen(t, f, nil)
+	wantCounts(t, f, Counts{InList: 3, Completed: 2})
+	if r := mustGet(t, f, "http://H.test/2"); r.State != InList {
+		t.Fatalf("taken URL after a restart: %s, want IN_LIST", r.State)
+	}
+
+	// No room, or no host: nothing is taken.
+	for _, tc := range []struct {
+		host string
+		room int
+	}{{"h.test", 0}, {"", 5}} {
+		u := NewURL{URL: fmt.Sprintf("http://h.test/none-%d-%s", tc.room, tc.host), Host: "h.test"}
+		p := f.SettleAsyncTaking(ctx, tc.host, tc.room, []NewURL{u}, nil, nil)
+		if n, err := p.Wait(); err != nil || n != 1 || len(p.Taken()) != 0 {
+			t.Fatalf("host %q room %d: added %d, %v, taken %v; want 1 added, none taken", tc.host, tc.room, n, err, p.Taken())
+		}
+	}
+}

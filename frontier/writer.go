@@ -407,7 +407,7 @@ func (st *txState) flush() error {
 func (st *txState) apply(o *op) (int, error) {
 	switch o.kind {
 	case opAdd:
-		return st.add(o.adds)
+		return st.add(o.adds, nil)
 	case opMark:
 		return st.mark(o.fps)
 	case opFinish:
@@ -465,7 +465,9 @@ func (st *txState) host(h string) (*HostStats, error) {
 	return hs, nil
 }
 
-func (st *txState) add(adds []pendingURL) (int, error) {
+// add inserts the new URLs of adds IN_LIST; with tk, up to tk.room new URLs
+// of tk.host go IN_PROGRESS instead, for the caller's trip (tk.got).
+func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	added := 0
 	maxPer := int64(st.f.opts.MaxPerHost)
 	for i := range adds {
@@ -483,15 +485,27 @@ func (st *txState) add(adds []pendingURL) (int, error) {
 		}
 		st.seq++
 		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: InList, Discovered: st.now}, seq: st.seq}
+		hs.Admitted++
+		added++
+		if tk != nil && len(tk.got) < tk.room && u.host == tk.host {
+			s.State = InProgress
+			if err := st.inprog.Put(fpKey(st.slab.take(8), u.fp), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
+				return 0, err
+			}
+			if err := st.putRecord(&s); err != nil {
+				return 0, err
+			}
+			st.cnt[cInProgress]++
+			tk.got = append(tk.got, Taken{FP: u.fp, URL: u.url, Depth: u.depth})
+			continue
+		}
 		if err := st.putRecord(&s); err != nil {
 			return 0, err
 		}
 		if err := st.enqueue(&s); err != nil {
 			return 0, err
 		}
-		hs.Admitted++
 		st.cnt[cInList]++
-		added++
 	}
 	return added, nil
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	RobotsDenied   prometheus.Counter
 	URLsDiscovered prometheus.Counter
 	URLsNew        prometheus.Counter
+	URLsTaken      prometheus.Counter
 	StalledRetries prometheus.Counter
 	Truncated      prometheus.Counter
 	OutOfScope     *prometheus.CounterVec // {reason}
@@ -52,6 +53,9 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		URLsNew: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_urls_new_total", Help: "Discovered URLs the frontier had not seen before.",
 		}),
+		URLsTaken: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_urls_taken_total", Help: "New URLs a host trip took from its own pages' links and fetched in the same trip (up to bucket.list_cap).",
+		}),
 		StalledRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_stalled_retries_total", Help: "STALLED URLs released by the retry lane for another try.",
 		}),
@@ -63,7 +67,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		}, []string{"reason"}),
 	}
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
-		m.URLsDiscovered, m.URLsNew, m.StalledRetries, m.Truncated, m.OutOfScope,
+		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),
 		newStateCollector("phasecrawl_bucket_elements", "Bucket elements, by state.", bucketStates),
 		collectors.NewGoCollector(),

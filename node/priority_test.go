@@ -12,16 +12,16 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// TestSchedulerPriorityLane: dispatched elements of slow hosts wait ahead of
-// the others (in their own order), and a trip's report makes its host slow
-// or not.
+// TestSchedulerPriorityLane: dispatched elements of slow hosts and of hosts
+// that have not finished a trip yet wait ahead of the others (in their own
+// order), and a trip's report makes its host known, and slow or not.
 func TestSchedulerPriorityLane(t *testing.T) {
 	b, err := bucket.New(bucket.Config{Columns: 199, Rows: 4, ListCap: 20, MaxQueueWait: time.Second, Phases: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s := &scheduler{n: n, slow: map[string]struct{}{}}
+	s := newScheduler(n)
 	now := time.Now()
 	batch := func(host string) bucket.Batch {
 		if o := b.Add(now, host, frontier.HostHash(host), bucket.Item{FP: frontier.HostHash(host)}); o != bucket.Placed {
@@ -40,7 +40,10 @@ func TestSchedulerPriorityLane(t *testing.T) {
 		}
 		return fmt.Sprintf("%s (%d prio)", strings.Join(hs, " "), s.nprio)
 	}
-	s.slow["s1"], s.slow["s2"] = struct{}{}, struct{}{}
+	s.slow["s1"], s.slow["s2"], s.slow["s3"] = struct{}{}, struct{}{}, struct{}{}
+	for _, h := range []string{"a", "b", "c", "d", "e", "s1", "s2", "s3"} {
+		s.tripDone(h) // known hosts; "n1" and "n2" are new
+	}
 	steps := []struct {
 		enqueue []string // hosts dispatched now, in Dispatch's order
 		handOut int      // then this many taken by workers
@@ -52,6 +55,8 @@ func TestSchedulerPriorityLane(t *testing.T) {
 		{handOut: 1, want: "s2 a b c d (1 prio)"},
 		{handOut: 2, want: "b c d (0 prio)"},
 		{enqueue: []string{"e"}, handOut: 1, want: "c d e (0 prio)"},
+		{enqueue: []string{"n1", "s3", "n2"}, want: "n1 s3 n2 c d e (3 prio)"},
+		{handOut: 4, want: "d e (0 prio)"},
 	}
 	for i, st := range steps {
 		var bs []bucket.Batch
@@ -90,6 +95,9 @@ func TestSchedulerPriorityLane(t *testing.T) {
 		s.pageAvg = tc.avg
 		bt := batch(tc.host)
 		s.finish(finished{id: bt.ID, wait: time.Hour, host: tc.host, perPage: tc.perPage})
+		if !s.known(tc.host) {
+			t.Fatalf("%s unknown after its trip", tc.host)
+		}
 		if _, got := s.slow[tc.host]; got != tc.want {
 			t.Fatalf("after a trip of %s at %v per request (mean %v): slow %v, want %v", tc.host, tc.perPage, tc.avg, got, tc.want)
 		}

@@ -36,7 +36,7 @@ type scheduler struct {
 	idle    bool // the last pass saw the bucket as it is now: don't rescan until something changes
 	phase   int
 	nphase  int            // the phase count the frontier's queue is keyed by
-	pending []bucket.Batch // dispatched, waiting for a free worker; the first nprio are slow hosts'
+	pending []bucket.Batch // dispatched, waiting for a free worker; the first nprio are slow or new hosts'
 	nprio   int
 	passAt  time.Time // when the current (or last) pass over the window started
 
@@ -56,7 +56,41 @@ type scheduler struct {
 	// back for a second or more when every worker is busy).
 	slow    map[string]struct{}
 	pageAvg time.Duration
-	urgent  []string // slow hosts placed in the bucket during this pass
+	urgent  []string // slow and new hosts placed in the bucket during this pass
+
+	// tripped has a bit set for each host (by hash) that has finished a
+	// trip. A host without one is new: its first element takes the
+	// priority lane too, so a host found late in the crawl starts at once
+	// (its trip then goes on with the pages its own pages link to, see
+	// frontier.SettleAsyncTaking) instead of waiting behind every element
+	// dispatched before it; the hosts a crawl ends with are such late
+	// finds. A collision makes a new host look known: it only waits its
+	// turn. Fixed size: 128 KiB.
+	tripped []uint64
+}
+
+// trippedBits is the size of scheduler.tripped in bits.
+const trippedBits = 1 << 20
+
+// known reports whether host has finished a trip (or collides with one that has).
+func (s *scheduler) known(host string) bool {
+	b := frontier.HostHash(host) % trippedBits
+	return s.tripped[b/64]&(1<<(b%64)) != 0
+}
+
+// tripDone records that host has finished a trip.
+func (s *scheduler) tripDone(host string) {
+	b := frontier.HostHash(host) % trippedBits
+	s.tripped[b/64] |= 1 << (b % 64)
+}
+
+// priority reports whether host's elements take the priority lane: it is
+// slow, or new.
+func (s *scheduler) priority(host string) bool {
+	if _, ok := s.slow[host]; ok {
+		return true
+	}
+	return !s.known(host)
 }
 
 // pendingMark is an asynchronous MarkInProgress of the URLs fps.
@@ -65,11 +99,16 @@ type pendingMark struct {
 	fps []uint64
 }
 
+// newScheduler returns n's scheduler state, knowing no host yet.
+func newScheduler(n *Node) *scheduler {
+	return &scheduler{n: n, marking: make(map[uint64]struct{}), slow: make(map[string]struct{}), tripped: make([]uint64, trippedBits/64)}
+}
+
 // schedule runs the scheduler until ctx is done, then hands back to the
 // frontier every URL it holds that no worker has started. It never waits
 // for the disk: frontier writes it makes are asynchronous (see marking).
 func (n *Node) schedule(ctx context.Context) {
-	s := &scheduler{n: n, marking: make(map[uint64]struct{}), slow: make(map[string]struct{})}
+	s := newScheduler(n)
 	s.phase, _, _ = n.phases.Active(time.Now())
 	s.nphase = n.front.Phases()
 	timer := time.NewTimer(0)
@@ -164,11 +203,12 @@ func (n *Node) schedule(ctx context.Context) {
 	}
 }
 
-// enqueue appends dispatched elements to the pending ones, slow hosts'
-// behind the slow ones already waiting but ahead of the others.
+// enqueue appends dispatched elements to the pending ones, slow and new
+// hosts' (priority) behind the priority ones already waiting but ahead of
+// the others.
 func (s *scheduler) enqueue(bs []bucket.Batch) {
 	for _, b := range bs {
-		if _, ok := s.slow[b.Host]; ok {
+		if s.priority(b.Host) {
 			s.pending = slices.Insert(s.pending, s.nprio, b)
 			s.nprio++
 		} else {
@@ -240,7 +280,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
 		case bucket.Placed:
-			if _, ok := s.slow[r.Host]; ok {
+			if s.priority(r.Host) {
 				s.urgent = append(s.urgent, r.Host)
 			}
 			placed = append(placed, r.FP)
@@ -285,8 +325,9 @@ func (s *scheduler) fill(now time.Time, phase int) {
 }
 
 // finish moves a fetched element to TIMEWAIT for its host's delay and
-// remembers whether the host is slow.
+// remembers that the host is known now, and whether it is slow.
 func (s *scheduler) finish(f finished) {
+	s.tripDone(f.host)
 	if f.perPage > 0 {
 		if s.pageAvg > 0 && f.perPage >= slowFactor*s.pageAvg {
 			if len(s.slow) < maxSlow {

@@ -45,6 +45,14 @@ type hostTrip struct {
 
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
+
+	// The trip's list: the element's URLs, then the URLs of this host its
+	// pages link to that the frontier took for the trip (Taken), while the
+	// list is shorter than bucket.list_cap. next is the first not started.
+	items    []bucket.Item
+	next     int
+	listCap  int
+	reserved int // room promised to page writes not answered yet
 }
 
 // settling is one page's asynchronous frontier write, and the page's URL
@@ -52,19 +60,21 @@ type hostTrip struct {
 type settling struct {
 	p    *frontier.Pending
 	done []frontier.NewURL
+	room int // URLs of this host the write may take for the trip
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
 // themselves; runCtx being done means "start no new request".
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
-	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay}
+	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay,
+		items: b.Items, listCap: n.cfg.Bucket.ListCap}
 	pd, _ := n.phases.(PhaseDeadline)
 	if pd != nil {
 		t.pd, t.expect = pd, n.lat.get(b.Host)
 		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last
 	}
 	t.afterRestart()
-	for i, it := range b.Items {
+	for t.more() {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
 		if pd != nil {
 			// Taken before the phase check: if the phase ends in between,
@@ -73,15 +83,26 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		}
 		if runCtx.Err() != nil || fetchCtx.Err() != nil || !t.phaseOpen() {
 			cancel()
-			for _, rest := range b.Items[i:] {
-				t.requeue = append(t.requeue, rest.FP)
-			}
-			break
+			break // commit requeues the rest of the list
 		}
+		it := t.items[t.next]
+		t.next++
 		t.fetchOne(ctx, it)
 		cancel()
 	}
 	t.end(b.ID)
+}
+
+// more reports whether the trip has a URL left to fetch. At the end of the
+// list it waits for the page writes that may still add to it (the URLs of
+// this host they take for the trip); commit would wait for them anyway.
+func (t *hostTrip) more() bool {
+	for t.next == len(t.items) && t.reserved > 0 && t.polled < len(t.settling) {
+		s := &t.settling[t.polled]
+		k, err := s.p.Wait()
+		t.settled(s, k, err)
+	}
+	return t.next < len(t.items)
 }
 
 // end makes the trip durable (commit: it waits for the trip's page writes
@@ -426,9 +447,20 @@ func (t *hostTrip) settlePage() {
 		return
 	}
 	res := t.results[len(t.results)-1:]
-	t.settling = append(t.settling, settling{n.front.SettleAsync(n.persistCtx, local, res, nil), t.done})
+	room := t.room()
+	t.reserved += room
+	t.settling = append(t.settling, settling{n.front.SettleAsyncTaking(n.persistCtx, t.host, room, local, res, nil), t.done, room})
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
+}
+
+// room is how many more URLs the trip's list may take (bucket.list_cap in
+// all), none once the host looks down or a page could not be recorded.
+func (t *hostTrip) room() int {
+	if t.down != "" || t.failed {
+		return 0
+	}
+	return max(t.listCap-len(t.items)-t.reserved, 0)
 }
 
 // poll collects the page writes committed so far (they commit in order)
@@ -450,6 +482,17 @@ func (t *hostTrip) poll() {
 // from ever being crawled again).
 func (t *hostTrip) settled(s *settling, added int, err error) {
 	t.polled++
+	t.reserved -= s.room
+	for _, tk := range s.p.Taken() {
+		if h := t.n.holder; h != nil && h.Held(tk.FP) {
+			// Its owner, counting the members away, is away (cluster): it
+			// waits in the queue like the scheduler's held URLs.
+			t.requeue = append(t.requeue, tk.FP)
+			continue
+		}
+		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth})
+		t.n.m.URLsTaken.Inc()
+	}
 	if err != nil {
 		// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
 		t.n.log.Error("record fetched page", "error", err)
@@ -483,6 +526,12 @@ func (t *hostTrip) commit() {
 		k, err := s.p.Wait()
 		t.settled(s, k, err)
 	}
+	// What the trip did not get to (it was stopped, or its last writes
+	// took URLs it has no time for now) goes back to the queue.
+	for _, it := range t.items[t.next:] {
+		t.requeue = append(t.requeue, it.FP)
+	}
+	t.next = len(t.items)
 	added := t.added
 	local, err := n.split.RouteForeign(ctx, t.found)
 	if err != nil {
