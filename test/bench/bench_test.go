@@ -158,7 +158,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 
 // BenchmarkPaired is BenchmarkCrawl with the two crawlers run back to back
 // in each iteration (phasecrawl first in even iterations, colly first in
-// odd ones), so the machine's drift (15-20% within an hour on the machines
+// odd ones, counting the iterations of every call in the process), so the machine's drift (15-20% within an hour on the machines
 // this was measured on) and the first crawl of a process being slower
 // weigh on both alike. Metrics: each crawler's pages/s and CPU-s/1000pages,
 // and ratio, phasecrawl's pages/s over colly's in the iterations' sum.
@@ -171,15 +171,23 @@ func BenchmarkPairedLarge(b *testing.B) {
 	benchPaired(b, largeConfig())
 }
 
+// pairedRuns counts the calls of benchPaired in this process (benchmarks
+// run one at a time): the order alternates across them too, since with
+// -benchtime 1x every call has one iteration (i = 0), and phasecrawl would
+// always go first.
+var pairedRuns int
+
 func benchPaired(b *testing.B, wc synthweb.Config) {
 	web := prerenderedWeb(b, wc)
 	var pages [2]int64
 	var elapsed, cpu [2]time.Duration
+	first := pairedRuns
+	pairedRuns++
 	b.StopTimer()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for k := range 2 {
-			c := (i + k) % 2 // alternate which crawler goes first
+			c := (first + i + k) % 2 // alternate which crawler goes first
 			res, _, _ := checkedCrawl(b, web, crawlers[c].name, crawlers[c].run, i)
 			pages[c] += res.Pages
 			elapsed[c] += res.Elapsed
