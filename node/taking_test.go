@@ -1,11 +1,17 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 // TestTripTakesOwnLinks: a trip goes on with the new pages of its host that
@@ -22,42 +28,21 @@ func TestTripTakesOwnLinks(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("list_cap=%d", tc.listCap), func(t *testing.T) {
 			const pages = 6
-			var mu sync.Mutex
-			hits := map[string]int{}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == "/robots.txt" {
-					http.NotFound(w, r)
-					return
-				}
-				mu.Lock()
-				hits[r.URL.Path]++
-				mu.Unlock()
-				var i int
-				if _, err := fmt.Sscanf(r.URL.Path, "/p%d", &i); err != nil {
-					http.NotFound(w, r)
-					return
-				}
-				w.Header().Set("Content-Type", "text/html")
-				if i+1 < pages {
-					fmt.Fprintf(w, `<a href="/p%d">next</a>`, i+1)
-				}
-			}))
-			defer srv.Close()
+			srv, hits := chainSite(t, pages)
 			c := testConfig(t, srv)
 			c.Seeds = []string{srv.URL + "/p0"}
 			c.Bucket.ListCap = tc.listCap
 			n, stop := start(t, c)
 			defer stop()
 			waitFor(t, "crawl", func() bool { return n.Frontier().Counts().Completed == pages })
-			mu.Lock()
-			defer mu.Unlock()
+			got := hits()
 			for i := 0; i < pages; i++ {
-				if p := fmt.Sprintf("/p%d", i); hits[p] != 1 {
-					t.Errorf("%s fetched %d times, want once", p, hits[p])
+				if p := fmt.Sprintf("/p%d", i); got[p] != 1 {
+					t.Errorf("%s fetched %d times, want once", p, got[p])
 				}
 			}
-			if len(hits) != pages {
-				t.Errorf("requests for %d paths, want %d: %v", len(hits), pages, hits)
+			if len(got) != pages {
+				t.Errorf("requests for %d paths, want %d: %v", len(got), pages, got)
 			}
 			if got := counterValue(t, n, "phasecrawl_urls_taken_total"); got != tc.wantTaken {
 				t.Errorf("phasecrawl_urls_taken_total = %v, want %v", got, tc.wantTaken)
@@ -81,4 +66,95 @@ func counterValue(t *testing.T, n *Node, name string) float64 {
 	}
 	t.Fatalf("%s not registered", name)
 	return 0
+}
+
+// chainSite serves /p0 -> /p1 -> ... -> /p(pages-1), each page linking to
+// the next; hits returns how many times each path was requested.
+func chainSite(t *testing.T, pages int) (srv *httptest.Server, hits func() map[string]int) {
+	t.Helper()
+	var mu sync.Mutex
+	count := map[string]int{}
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		count[r.URL.Path]++
+		mu.Unlock()
+		var i int
+		if _, err := fmt.Sscanf(r.URL.Path, "/p%d", &i); err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if i+1 < pages {
+			fmt.Fprintf(w, `<a href="/p%d">next</a>`, i+1)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(count)
+	}
+}
+
+// holdRouter is a local Router whose Holder holds some fingerprints, like
+// the cluster's for the URLs of a member away.
+type holdRouter struct {
+	n    atomic.Pointer[Node]
+	mu   sync.Mutex
+	held map[uint64]bool
+}
+
+func (r *holdRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return r.n.Load().Frontier().Add(ctx, urls)
+}
+
+// RouteForeign implements LocalSplitter: every URL is owned here.
+func (r *holdRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	return urls, nil
+}
+
+func (r *holdRouter) Held(fp uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[fp]
+}
+
+// TestTripTakesNoHeldURL: a URL its owner's absence holds (cluster) is not
+// fetched by the trip that took it; it goes back to IN_LIST and is crawled
+// once the hold ends.
+func TestTripTakesNoHeldURL(t *testing.T) {
+	const pages = 3
+	srv, hits := chainSite(t, pages)
+	p1 := srv.URL + "/p1"
+	r := &holdRouter{held: map[uint64]bool{frontier.Fingerprint(p1): true}}
+	c := testConfig(t, srv)
+	c.Seeds = nil // the router needs the node: seeded once it has it
+	n, stop := startWith(t, c, Options{Router: r})
+	defer stop()
+	r.n.Store(n)
+	if _, err := n.AddSeeds(context.Background(), []string{srv.URL + "/p0"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/p0 crawled, /p1 back in the queue", func() bool {
+		cn := n.Frontier().Counts()
+		return cn.Completed == 1 && cn.InList == 1 && cn.InProgress == 0
+	})
+	time.Sleep(100 * time.Millisecond) // a scan or two: still held
+	if got := hits(); got["/p1"] != 0 || got["/p0"] != 1 {
+		t.Fatalf("requests %v while /p1 is held, want /p0 once and no /p1", got)
+	}
+	r.mu.Lock()
+	r.held = nil
+	r.mu.Unlock()
+	n.notify()
+	waitFor(t, "crawl after the hold", func() bool { return n.Frontier().Counts().Completed == pages })
+	for p, k := range hits() {
+		if k != 1 {
+			t.Errorf("%s fetched %d times, want once", p, k)
+		}
+	}
 }
