@@ -3,6 +3,7 @@ package fetch
 import (
 	"bytes"
 	"net/url"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -616,8 +617,35 @@ func (p *fastParser) bodyStart(name string, selfClosing bool) {
 	if t := p.fosterTable(); t != nil && len(t.fostered) < 512 {
 		t.fostered = append(t.fostered, name)
 	}
+	if name == "a" {
+		p.closeOpenA()
+	}
 	if len(p.hs) < 512 {
 		p.hs = append(p.hs, name)
+	}
+}
+
+// closeOpenA approximates what the tree builder does with an <a> start tag
+// while an earlier <a> is open (its adoption agency algorithm): the earlier
+// one is closed, with the elements opened in it when none of them is
+// special, else alone; a later </a> then finds no <a> to close.
+func (p *fastParser) closeOpenA() {
+	low := 0
+	if n := len(p.tables); n > 0 {
+		low = p.tables[n-1].hsLen
+	}
+	for i := len(p.hs) - 1; i >= low; i-- {
+		if p.hs[i] != "a" {
+			continue
+		}
+		for _, above := range p.hs[i+1:] {
+			if specialTags[above] {
+				p.hs = slices.Delete(p.hs, i, i+1)
+				return
+			}
+		}
+		p.hs = p.hs[:i]
+		return
 	}
 }
 

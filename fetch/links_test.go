@@ -306,9 +306,11 @@ func clonesFormatting(body []byte) (cloned, inForeign bool) {
 	}
 	var walk func(n *html.Node, foreign bool)
 	walk = func(n *html.Node, foreign bool) {
-		if n.Type == html.ElementNode && n.Namespace == "" && formatting[n.Data] {
+		// Counted in every namespace, as the source's tags are (<a> in
+		// <svg> is an SVG element, still from one tag of the source).
+		if n.Type == html.ElementNode && formatting[n.Data] {
 			inDOM++
-			underForeign = underForeign || foreign
+			underForeign = underForeign || (foreign && n.Namespace == "")
 		}
 		foreign = foreign || (n.Type == html.ElementNode && n.Namespace != "")
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
