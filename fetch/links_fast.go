@@ -25,7 +25,7 @@ import (
 // whether the tags after it are HTML or SVG depends on that clone, which
 // this function does not model, so a link there can be missed or extra.
 // Tests check equality on the corpus in testdata/links, generated
-// pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinks;
+// pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinksEqual;
 // FuzzScanTokens compares the scanner with the tokenizer token by token).
 func ExtractLinksFast(base *url.URL, body []byte) Page {
 	p := fastParser{framesetOK: true}
