@@ -488,14 +488,9 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 		hs.Admitted++
 		added++
 		if tk != nil && len(tk.got) < tk.room && u.host == tk.host {
-			s.State = InProgress
-			if err := st.inprog.Put(fpKey(st.slab.take(8), u.fp), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
+			if err := st.putInProgress(&s); err != nil {
 				return 0, err
 			}
-			if err := st.putRecord(&s); err != nil {
-				return 0, err
-			}
-			st.cnt[cInProgress]++
 			tk.got = append(tk.got, Taken{FP: u.fp, URL: u.url, Depth: u.depth})
 			continue
 		}
@@ -524,18 +519,27 @@ func (st *txState) mark(fps []uint64) (int, error) {
 		if err := st.dequeue(&s); err != nil {
 			return 0, err
 		}
-		if err := st.inprog.Put(fpKey(st.slab.take(8), fp), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
-			return 0, err
-		}
-		s.State = InProgress
-		if err := st.putRecord(&s); err != nil {
+		if err := st.putInProgress(&s); err != nil {
 			return 0, err
 		}
 		st.cnt[cInList]--
-		st.cnt[cInProgress]++
 		n++
 	}
 	return n, nil
+}
+
+// putInProgress writes s as IN_PROGRESS with its inprogress entry (fp ->
+// seq) and counts it; s must have no queue entry (dequeued, or new).
+func (st *txState) putInProgress(s *stored) error {
+	if err := st.inprog.Put(fpKey(st.slab.take(8), s.FP), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
+		return err
+	}
+	s.State = InProgress
+	if err := st.putRecord(s); err != nil {
+		return err
+	}
+	st.cnt[cInProgress]++
+	return nil
 }
 
 // toList puts an IN_PROGRESS record back in the queue at its original seq.
