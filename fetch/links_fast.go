@@ -625,16 +625,21 @@ func (p *fastParser) bodyStart(name string, selfClosing bool) {
 	}
 }
 
+// hsFloor is the bottom of the light HTML stack that an end tag or an
+// <a> can reach: the innermost table or template (special elements) ends it.
+func (p *fastParser) hsFloor() int {
+	if n := len(p.tables); n > 0 {
+		return p.tables[n-1].hsLen
+	}
+	return 0
+}
+
 // closeOpenA approximates what the tree builder does with an <a> start tag
 // while an earlier <a> is open (its adoption agency algorithm): the earlier
 // one is closed, with the elements opened in it when none of them is
 // special, else alone; a later </a> then finds no <a> to close.
 func (p *fastParser) closeOpenA() {
-	low := 0
-	if n := len(p.tables); n > 0 {
-		low = p.tables[n-1].hsLen
-	}
-	for i := len(p.hs) - 1; i >= low; i-- {
+	for i, low := len(p.hs)-1, p.hsFloor(); i >= low; i-- {
 		if p.hs[i] != "a" {
 			continue
 		}
@@ -774,11 +779,7 @@ func (p *fastParser) endTag() {
 	}
 	// outside foreign content (or escaping it): the light HTML stack, down
 	// to the innermost table or template
-	low := 0
-	if n := len(p.tables); n > 0 {
-		low = p.tables[n-1].hsLen
-	}
-	for i := len(p.hs) - 1; i >= low; i-- {
+	for i, low := len(p.hs)-1, p.hsFloor(); i >= low; i-- {
 		if p.hs[i] == name {
 			p.hs = p.hs[:i]
 			p.fs = nil
