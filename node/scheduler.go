@@ -72,16 +72,22 @@ type scheduler struct {
 // trippedBits is the size of scheduler.tripped in bits.
 const trippedBits = 1 << 20
 
+// trippedBit is host's word in scheduler.tripped and its bit in that word.
+func trippedBit(host string) (word int, bit uint64) {
+	b := frontier.HostHash(host) % trippedBits
+	return int(b / 64), 1 << (b % 64)
+}
+
 // known reports whether host has finished a trip (or collides with one that has).
 func (s *scheduler) known(host string) bool {
-	b := frontier.HostHash(host) % trippedBits
-	return s.tripped[b/64]&(1<<(b%64)) != 0
+	w, bit := trippedBit(host)
+	return s.tripped[w]&bit != 0
 }
 
 // tripDone records that host has finished a trip.
 func (s *scheduler) tripDone(host string) {
-	b := frontier.HostHash(host) % trippedBits
-	s.tripped[b/64] |= 1 << (b % 64)
+	w, bit := trippedBit(host)
+	s.tripped[w] |= bit
 }
 
 // priority reports whether host's elements take the priority lane: it is

@@ -98,11 +98,16 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 // this host they take for the trip); commit would wait for them anyway.
 func (t *hostTrip) more() bool {
 	for t.next == len(t.items) && t.reserved > 0 && t.polled < len(t.settling) {
-		s := &t.settling[t.polled]
-		k, err := s.p.Wait()
-		t.settled(s, k, err)
+		t.awaitNext()
 	}
 	return t.next < len(t.items)
+}
+
+// awaitNext waits for the oldest page write not collected yet and accounts for it.
+func (t *hostTrip) awaitNext() {
+	s := &t.settling[t.polled]
+	k, err := s.p.Wait()
+	t.settled(s, k, err)
 }
 
 // end makes the trip durable (commit: it waits for the trip's page writes
@@ -522,9 +527,7 @@ func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
 	for t.polled < len(t.settling) {
-		s := &t.settling[t.polled]
-		k, err := s.p.Wait()
-		t.settled(s, k, err)
+		t.awaitNext()
 	}
 	// What the trip did not get to (it was stopped, or its last writes
 	// took URLs it has no time for now) goes back to the queue.
