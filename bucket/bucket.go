@@ -385,18 +385,19 @@ func (b *Bucket) free(i int32) {
 	e.host, e.hash, e.items, e.at, e.ready, e.pos = "", 0, nil, time.Time{}, false, noPos
 }
 
-// Drain frees every QUEUING element and returns their URLs, which the caller
+// Drain frees every QUEUING element and returns their hosts and URLs (a
+// Batch each, with a zero ID: the element is FREE now), which the caller
 // puts back IN_LIST (phase swap, shutdown, failed bookkeeping). FETCHING and
 // TIMEWAIT elements are untouched. Returns nil when nothing was queued.
-func (b *Bucket) Drain() []Item {
-	var out []Item
+func (b *Bucket) Drain() []Batch {
+	var out []Batch
 	for _, i := range b.ready {
-		out = append(out, b.el[i].items...)
+		out = append(out, Batch{Host: b.el[i].host, Items: b.el[i].items})
 		b.free(i)
 	}
 	b.ready = b.ready[:0]
 	for _, i := range b.queue.ids {
-		out = append(out, b.el[i].items...)
+		out = append(out, Batch{Host: b.el[i].host, Items: b.el[i].items})
 		b.free(i)
 	}
 	b.queue.ids = b.queue.ids[:0]

@@ -234,7 +234,7 @@ func runRandom(t *testing.T, seed int64, steps int) {
 					*e = mElem{gen: e.gen}
 				}
 			}
-			got := b.Drain()
+			got := drainedItems(b.Drain())
 			if !sameItems(got, want) {
 				t.Fatalf("%s: Drain = %v, model %v", where, got, want)
 			}
@@ -257,7 +257,7 @@ func runRandom(t *testing.T, seed int64, steps int) {
 		emit("final dispatch", bt.Items)
 		fetching = append(fetching, bt.ID)
 	}
-	emit("final drain", b.Drain())
+	emit("final drain", drainedItems(b.Drain()))
 	for _, id := range fetching {
 		if err := b.Finish(id, now, 0); err != nil {
 			t.Fatalf("final finish: %v", err)
@@ -326,4 +326,13 @@ func sameItems(a, b []Item) bool {
 	slices.SortFunc(a, key)
 	slices.SortFunc(b, key)
 	return slices.Equal(a, b)
+}
+
+// drainedItems is the URLs of the elements Drain returned, in order.
+func drainedItems(bs []Batch) []Item {
+	var out []Item
+	for _, bt := range bs {
+		out = append(out, bt.Items...)
+	}
+	return out
 }

@@ -51,7 +51,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 	foreign := func(fp uint64) bool { return c.movable(ring.Owner(fp)) }
 	var tot moved
 	var batch []frontier.Record
-	var from uint64
+	var from frontier.Cursor
 	for {
 		if err := ctx.Err(); err != nil {
 			return tot, err
@@ -104,11 +104,11 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 // (KindReplica); when that is this node, it stays here as the replica.
 func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
 	ctx := context.Background()
-	fps := make([]uint64, len(recs))
+	refs := make([]frontier.Ref, len(recs))
 	for i, r := range recs {
-		fps[i] = r.FP
+		refs[i] = r.Ref()
 	}
-	claimed, err := c.front.Claim(ctx, fps)
+	claimed, err := c.front.Claim(ctx, refs)
 	if err != nil {
 		return moved{}, fmt.Errorf("cluster: rebalance: %w", err)
 	}
@@ -161,15 +161,15 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		}
 	}
 	var filed []frontier.Record
-	var undo, replicas []uint64
+	var undo, replicas []frontier.Ref
 	for i, r := range claimed {
 		switch {
 		case failed[i] && r.State != frontier.Completed:
-			undo = append(undo, r.FP)
+			undo = append(undo, r.Ref())
 		case failed[i]:
 			// stays as it is; the next pass tries again
 		case keep[i]:
-			replicas = append(replicas, r.FP)
+			replicas = append(replicas, r.Ref())
 			m.fps++
 		default:
 			filed = append(filed, r)

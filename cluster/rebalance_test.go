@@ -79,7 +79,7 @@ func (tc *testCluster) fetching(t *testing.T) {
 func records(t *testing.T, f *frontier.Frontier) map[string]frontier.Record {
 	t.Helper()
 	out := map[string]frontier.Record{}
-	var from uint64
+	var from frontier.Cursor
 	for {
 		recs, next, end, err := f.ScanRecords(from, 0, nil)
 		if err != nil {
@@ -112,12 +112,12 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	if n, err := a.f.Add(ctx, urls); err != nil || n != len(urls) {
 		t.Fatalf("add: %d %v", n, err)
 	}
-	var done []uint64
+	var done []frontier.Ref
 	var results []frontier.Result
 	for _, u := range urls[:1000] {
 		fp := frontier.Fingerprint(u.URL)
-		done = append(done, fp)
-		results = append(results, frontier.Result{FP: fp, State: frontier.Completed, Status: 200, Reason: "ok"})
+		done = append(done, frontier.Ref{FP: fp, Host: u.Host})
+		results = append(results, frontier.Result{FP: fp, Host: u.Host, State: frontier.Completed, Status: 200, Reason: "ok"})
 	}
 	if err := a.f.MarkInProgress(ctx, done); err != nil {
 		t.Fatal(err)
@@ -222,15 +222,15 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 	ring := NewRing([]string{"a", "b"})
 	var mine []frontier.NewURL // URLs a owns
 	var results []frontier.Result
-	var fps []uint64
+	var fps []frontier.Ref
 	for i := 0; len(mine) < 200; i++ {
 		u := frontier.NewURL{URL: fmt.Sprintf("http://r%d.test/p%d", i%7, i), Host: fmt.Sprintf("r%d.test", i%7)}
 		fp := frontier.Fingerprint(u.URL)
 		if ring.Owner(fp) != "a" {
 			continue
 		}
-		mine, fps = append(mine, u), append(fps, fp)
-		results = append(results, frontier.Result{FP: fp, State: frontier.Completed, Status: 200, Reason: "ok"})
+		mine, fps = append(mine, u), append(fps, frontier.Ref{FP: fp, Host: u.Host})
+		results = append(results, frontier.Result{FP: fp, Host: u.Host, State: frontier.Completed, Status: 200, Reason: "ok"})
 	}
 	if n, err := a.f.Add(ctx, mine); err != nil || n != len(mine) {
 		t.Fatalf("add: %d %v", n, err)

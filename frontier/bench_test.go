@@ -84,9 +84,9 @@ func BenchmarkCycle(b *testing.B) {
 			f.opts.NoSync, f.db.NoSync = true, true
 			insertSynth(b, f, 200_000, 5000, 2, nil)
 			for p := 0; p < 100_000; p += 5000 {
-				fps := make([]uint64, 0, 5000)
+				fps := make([]Ref, 0, 5000)
 				for i := p * 2; i < p*2+10000; i += 2 {
-					fps = append(fps, Fingerprint(synthURL(i).URL))
+					fps = append(fps, RefOf(synthURL(i).URL))
 				}
 				if err := f.MarkInProgress(ctx, fps); err != nil {
 					b.Fatal(err)
@@ -95,15 +95,15 @@ func BenchmarkCycle(b *testing.B) {
 			f.db.NoSync = o.NoSync
 			const batch = 1000
 			us := make([]NewURL, batch)
-			fps := make([]uint64, batch)
+			fps := make([]Ref, batch)
 			rs := make([]Result, batch)
 			b.ResetTimer()
 			start := time.Now()
 			for it := 0; it < b.N; it++ {
 				for i := range us {
 					us[i] = NewURL{URL: "http://cyc" + strconv.Itoa(i%97) + ".test/" + strconv.Itoa(it*batch+i), Host: "cyc" + strconv.Itoa(i%97) + ".test"}
-					fps[i] = Fingerprint(us[i].URL)
-					rs[i] = Result{FP: fps[i], State: Completed, Status: 200, Bytes: 1000}
+					fps[i] = RefOf(us[i].URL)
+					rs[i] = Result{FP: fps[i].FP, Host: fps[i].Host, State: Completed, Status: 200, Bytes: 1000}
 				}
 				if _, err := f.Add(ctx, us); err != nil {
 					b.Fatal(err)

@@ -28,8 +28,29 @@ type stored struct {
 	seq uint64
 }
 
-func fpKey(buf []byte, fp uint64) []byte {
+// recKeyLen is the length of a `records` or `running` key: the host's
+// HostKey, then the fingerprint.
+const recKeyLen = 12
+
+// HostKey is the first part of a record's key: the top 32 bits of the
+// host's HostHash. Records are kept in host order, so the writes of one host
+// trip (its pages' results, and the links to their own host they add) touch
+// a few bbolt pages instead of one page per URL.
+func HostKey(host string) uint32 { return uint32(HostHash(host) >> 32) }
+
+// recKey is the key of the record of the URL with fingerprint fp on the
+// host with HostKey hk: hk (uint32 BE) | fp (uint64 BE).
+func recKey(buf []byte, hk uint32, fp uint64) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, hk)
 	return binary.BigEndian.AppendUint64(buf, fp)
+}
+
+// parseRecKey splits a record key; ok is false when k is not one.
+func parseRecKey(k []byte) (hk uint32, fp uint64, ok bool) {
+	if len(k) != recKeyLen {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(k), binary.BigEndian.Uint64(k[4:]), true
 }
 
 // queueKey is phase (uint16 BE) | seq (uint64 BE): a phase's entries are one
@@ -41,11 +62,14 @@ func queueKey(buf []byte, phase int, seq uint64) []byte {
 
 const queueKeyLen = 10
 
-// stalledKey is retryAt (Unix ns, uint64 BE) | fp: the retry lane in due order.
-func stalledKey(buf []byte, retryAt time.Time, fp uint64) []byte {
+// stalledKey is retryAt (Unix ns, uint64 BE) | the record's key: the retry
+// lane in due order.
+func stalledKey(buf []byte, retryAt time.Time, hk uint32, fp uint64) []byte {
 	buf = binary.BigEndian.AppendUint64(buf, uint64(unixNano(retryAt)))
-	return binary.BigEndian.AppendUint64(buf, fp)
+	return recKey(buf, hk, fp)
 }
+
+const stalledKeyLen = 8 + recKeyLen
 
 // unixNano maps t to non-negative Unix nanoseconds (0 for the zero time and
 // anything before 1970).
@@ -143,7 +167,7 @@ func (r *reader) version(want byte) {
 	}
 }
 
-// appendRecord encodes the `urls` bucket value (the key is the FP).
+// appendRecord encodes the `records` bucket value (the key is recKey).
 func appendRecord(buf []byte, s *stored) []byte {
 	buf = append(buf, recordVersion, byte(s.State))
 	buf = binary.AppendUvarint(buf, s.seq)
@@ -184,7 +208,7 @@ func decodeRecord(fp uint64, v []byte) (stored, error) {
 }
 
 // appendQueueValue encodes a `queue` entry: a compact copy of what Scan
-// returns, so a scan never looks up the `urls` bucket.
+// returns, so a scan never looks up the `records` bucket.
 func appendQueueValue(buf []byte, s *stored) []byte {
 	buf = append(buf, queueVersion)
 	buf = binary.BigEndian.AppendUint64(buf, s.FP)

@@ -8,13 +8,20 @@
 //
 // # Layout
 //
-//	urls        fp (8B BE)                  -> record (version, state, seq, depth, tries,
-//	                                           status, times, reason, host, url)
-//	queue       phase (2B BE) | seq (8B BE) -> fp, depth, tries, discovered, host, url
-//	inprogress  fp (8B BE)                  -> seq (8B BE)
-//	stalled     retryAt (8B BE ns) | fp     -> nil
-//	hosts       host                        -> HostStats (admitted, fetched, errors, bytes, last fetch)
+//	records     hk (4B BE) | fp (8B BE)          -> record (version, state, seq, depth, tries,
+//	                                                status, times, reason, host, url)
+//	queue       phase (2B BE) | seq (8B BE)      -> fp, depth, tries, discovered, host, url
+//	running     hk | fp                          -> seq (8B BE) [claim marker]
+//	retry       retryAt (8B BE ns) | hk | fp     -> nil
+//	hosts       host                             -> HostStats (admitted, fetched, errors, bytes, last fetch)
 //	meta        format marker, version, seq counter, nphase, re-key mark, state counters
+//
+// hk is the host's HostKey (the top 32 bits of its HostHash): the records of
+// one host are neighbours, so the writes of a host trip (its results, and
+// the links to its own host its pages add) touch a few bbolt pages; keyed by
+// fingerprint alone (format 1, migrated at Open: migrate.go), every URL
+// written dirtied a page of its own, and a commit rewrote ~4 MB. Running is
+// the IN_PROGRESS URLs, retry the STALLED ones in due order.
 //
 // seq is the URL's index in the URLStates array: assigned once at insertion,
 // it never changes, so Requeue, the retry lane and kill -9 recovery put a URL

@@ -15,10 +15,10 @@ import (
 
 // Bucket names. See doc.go for the layout.
 var (
-	bURLs       = []byte("urls")
+	bURLs       = []byte("records")
 	bQueue      = []byte("queue")
-	bInProgress = []byte("inprogress")
-	bStalled    = []byte("stalled")
+	bInProgress = []byte("running")
+	bStalled    = []byte("retry")
 	bHosts      = []byte("hosts")
 	bMeta       = []byte("meta")
 	allBuckets  = [][]byte{bURLs, bQueue, bInProgress, bStalled, bHosts, bMeta}
@@ -36,7 +36,7 @@ var (
 
 const (
 	formatMarker  = "phasecrawl-frontier"
-	formatVersion = 1
+	formatVersion = 2 // 1: records by fingerprint alone (see migrate.go)
 )
 
 // Counter slots, in the order they are persisted.
@@ -202,7 +202,7 @@ func (f *Frontier) update(fn func(*bolt.Tx) error) error {
 
 // init validates or creates the layout, then re-keys and recovers.
 func (f *Frontier) init() error {
-	var fresh, rekey bool
+	var fresh, rekey, v1 bool
 	var nphase uint64
 	err := f.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bMeta)
@@ -221,10 +221,15 @@ func (f *Frontier) init() error {
 		if m := meta.Get(mFormat); string(m) != formatMarker {
 			return fmt.Errorf("not a phasecrawl frontier: format marker %q, want %q", m, formatMarker)
 		}
-		if v := meta.Get(mVersion); len(v) != 1 || v[0] != formatVersion {
-			return fmt.Errorf("unsupported frontier format version %v (this build reads %d)", v, formatVersion)
+		if v := meta.Get(mVersion); len(v) != 1 || v[0] != formatVersion && v[0] != 1 {
+			return fmt.Errorf("unsupported frontier format version %v (this build reads 1 and %d)", v, formatVersion)
+		} else {
+			v1 = v[0] == 1
 		}
 		for _, name := range allBuckets {
+			if v1 && (string(name) == string(bURLs) || string(name) == string(bInProgress) || string(name) == string(bStalled)) {
+				continue // migrateV1 creates them
+			}
 			if tx.Bucket(name) == nil {
 				return fmt.Errorf("corrupt frontier: bucket %q missing", name)
 			}
@@ -271,6 +276,25 @@ func (f *Frontier) init() error {
 		})
 		if err != nil {
 			return fmt.Errorf("create buckets: %w", err)
+		}
+	}
+	if v1 {
+		if err := f.migrateV1(); err != nil {
+			return err
+		}
+		err := f.view(func(tx *bolt.Tx) error {
+			if v := tx.Bucket(bMeta).Get(mVersion); len(v) != 1 || v[0] != formatVersion {
+				return fmt.Errorf("corrupt frontier: format 1 without a %q bucket", v1URLs)
+			}
+			for _, name := range allBuckets {
+				if tx.Bucket(name) == nil {
+					return fmt.Errorf("corrupt frontier: bucket %q missing", name)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	f.nphase.Store(int64(nphase))
@@ -467,22 +491,22 @@ func (f *Frontier) ScanFiltered(phase int, after Cursor, limit int, accept func(
 	}
 }
 
-// Get returns the record of fingerprint fp.
-func (f *Frontier) Get(fp uint64) (Record, bool, error) {
+// Get returns the record of the URL r (see RefOf).
+func (f *Frontier) Get(r Ref) (Record, bool, error) {
 	var s stored
 	var ok bool
 	err := f.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bURLs).Get(fpKey(nil, fp))
+		v := tx.Bucket(bURLs).Get(recKey(nil, HostKey(r.Host), r.FP))
 		if v == nil {
 			return nil
 		}
 		ok = true
 		var err error
-		s, err = decodeRecord(fp, v)
+		s, err = decodeRecord(r.FP, v)
 		return err
 	})
 	if err != nil {
-		return Record{}, false, fmt.Errorf("frontier: get %016x: %w", fp, err)
+		return Record{}, false, fmt.Errorf("frontier: get %016x: %w", r.FP, err)
 	}
 	return s.Record, ok, nil
 }
@@ -515,7 +539,7 @@ func (f *Frontier) NextStalled() (time.Time, bool) {
 	var ok bool
 	err := f.view(func(tx *bolt.Tx) error {
 		k, _ := tx.Bucket(bStalled).Cursor().First()
-		if len(k) == 16 {
+		if len(k) == stalledKeyLen {
 			t, ok = fromUnixNano(int64(binary.BigEndian.Uint64(k))), true
 			if t.IsZero() {
 				t = time.Unix(0, 0)

@@ -64,10 +64,10 @@ func gen(prefix string, hosts, n int) []NewURL {
 	return out
 }
 
-func fpsOf(us []NewURL) []uint64 {
-	out := make([]uint64, len(us))
+func refsOf(us []NewURL) []Ref {
+	out := make([]Ref, len(us))
 	for i, u := range us {
-		out[i] = Fingerprint(u.URL)
+		out[i] = RefOf(u.URL)
 	}
 	return out
 }
@@ -112,7 +112,7 @@ func wantCounts(t testing.TB, f *Frontier, want Counts) {
 
 func mustGet(t testing.TB, f *Frontier, url string) Record {
 	t.Helper()
-	r, ok, err := f.Get(Fingerprint(url))
+	r, ok, err := f.Get(RefOf(url))
 	if err != nil || !ok {
 		t.Fatalf("Get(%s) = %v, %v", url, ok, err)
 	}
@@ -334,7 +334,7 @@ func TestScanCursor(t *testing.T) {
 	}
 	// A cursor stays valid when the entries before and at it are removed.
 	cur, _ := f.Scan(0, nil, 10, func(Record) bool { return true })
-	if err := f.MarkInProgress(ctx, fpsOf(us[:10])); err != nil {
+	if err := f.MarkInProgress(ctx, refsOf(us[:10])); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -353,7 +353,7 @@ func TestScanCursor(t *testing.T) {
 
 func TestTransitions(t *testing.T) {
 	us := gen("t", 3, 6)
-	fp := fpsOf(us)
+	fp := refsOf(us)
 	type step struct {
 		do   func(f *Frontier) error
 		want Counts
@@ -366,7 +366,7 @@ func TestTransitions(t *testing.T) {
 		{"mark then complete", []step{
 			{func(f *Frontier) error { return f.MarkInProgress(ctx, fp[:2]) }, Counts{InList: 4, InProgress: 2}},
 			{func(f *Frontier) error {
-				return f.Finish(ctx, []Result{{FP: fp[0], State: Completed, Status: 200, Reason: "ok"}, {FP: fp[1], State: Completed, Status: 404, Reason: "http_error"}})
+				return f.Finish(ctx, []Result{{FP: fp[0].FP, Host: fp[0].Host, State: Completed, Status: 200, Reason: "ok"}, {FP: fp[1].FP, Host: fp[1].Host, State: Completed, Status: 404, Reason: "http_error"}})
 			}, Counts{InList: 4, Completed: 2}},
 		}, func(t *testing.T, f *Frontier) {
 			r := mustGet(t, f, us[1].URL)
@@ -376,22 +376,26 @@ func TestTransitions(t *testing.T) {
 		}},
 		{"requeue keeps original position", []step{
 			{func(f *Frontier) error { return f.MarkInProgress(ctx, fp[:3]) }, Counts{InList: 3, InProgress: 3}},
-			{func(f *Frontier) error { return f.Requeue(ctx, []uint64{fp[1], fp[0], fp[2]}) }, Counts{InList: 6}},
+			{func(f *Frontier) error { return f.Requeue(ctx, []Ref{fp[1], fp[0], fp[2]}) }, Counts{InList: 6}},
 		}, func(t *testing.T, f *Frontier) {
 			if got := urlsOf(scanAll(t, f, 0, 0)); !slices.Equal(got, urlsOf(toRecords(us))) {
 				t.Fatalf("order after requeue %v", got)
 			}
 		}},
 		{"stale and unknown ignored", []step{
-			{func(f *Frontier) error { return f.Finish(ctx, []Result{{FP: fp[0], State: Completed}}) }, Counts{InList: 6}},
-			{func(f *Frontier) error { return f.Requeue(ctx, []uint64{fp[0], 12345}) }, Counts{InList: 6}},
-			{func(f *Frontier) error { return f.MarkInProgress(ctx, []uint64{fp[0], fp[0], 999}) }, Counts{InList: 5, InProgress: 1}},
-			{func(f *Frontier) error { return f.MarkInProgress(ctx, []uint64{fp[0]}) }, Counts{InList: 5, InProgress: 1}},
+			{func(f *Frontier) error {
+				return f.Finish(ctx, []Result{{FP: fp[0].FP, Host: fp[0].Host, State: Completed}})
+			}, Counts{InList: 6}},
+			{func(f *Frontier) error { return f.Requeue(ctx, []Ref{fp[0], {FP: 12345, Host: fp[0].Host}}) }, Counts{InList: 6}},
+			{func(f *Frontier) error {
+				return f.MarkInProgress(ctx, []Ref{fp[0], fp[0], {FP: 999, Host: fp[0].Host}})
+			}, Counts{InList: 5, InProgress: 1}},
+			{func(f *Frontier) error { return f.MarkInProgress(ctx, []Ref{fp[0]}) }, Counts{InList: 5, InProgress: 1}},
 		}, nil},
 		{"bad result state", []step{
 			{func(f *Frontier) error { return f.MarkInProgress(ctx, fp[:1]) }, Counts{InList: 5, InProgress: 1}},
 			{func(f *Frontier) error {
-				if err := f.Finish(ctx, []Result{{FP: fp[0], State: InList}}); err == nil {
+				if err := f.Finish(ctx, []Result{{FP: fp[0].FP, Host: fp[0].Host, State: InList}}); err == nil {
 					return errors.New("Finish with state in_list accepted")
 				}
 				return nil
@@ -400,7 +404,7 @@ func TestTransitions(t *testing.T) {
 		{"stalled then released at original position", []step{
 			{func(f *Frontier) error { return f.MarkInProgress(ctx, fp[:2]) }, Counts{InList: 4, InProgress: 2}},
 			{func(f *Frontier) error {
-				return f.Finish(ctx, []Result{{FP: fp[0], State: Stalled, Reason: "timeout", RetryAt: time.Unix(1000, 0)}})
+				return f.Finish(ctx, []Result{{FP: fp[0].FP, Host: fp[0].Host, State: Stalled, Reason: "timeout", RetryAt: time.Unix(1000, 0)}})
 			}, Counts{InList: 4, InProgress: 1, Stalled: 1}},
 			{func(f *Frontier) error {
 				n, err := f.ReleaseStalled(ctx, time.Unix(999, 0), 10)
@@ -461,17 +465,17 @@ func TestStalledMaxTries(t *testing.T) {
 	if _, err := f.Add(ctx, []NewURL{u}); err != nil {
 		t.Fatal(err)
 	}
-	fp := Fingerprint(u.URL)
+	fp := RefOf(u.URL)
 	if _, ok := f.NextStalled(); ok {
 		t.Fatal("NextStalled on an empty lane")
 	}
 	base := time.Unix(1_700_000_000, 0)
 	for try := 1; try <= 3; try++ {
-		if err := f.MarkInProgress(ctx, []uint64{fp}); err != nil {
+		if err := f.MarkInProgress(ctx, []Ref{fp}); err != nil {
 			t.Fatal(err)
 		}
 		retry := base.Add(time.Duration(try) * time.Hour)
-		if err := f.Finish(ctx, []Result{{FP: fp, State: Stalled, Reason: "timeout", RetryAt: retry}}); err != nil {
+		if err := f.Finish(ctx, []Result{{FP: fp.FP, Host: fp.Host, State: Stalled, Reason: "timeout", RetryAt: retry}}); err != nil {
 			t.Fatal(err)
 		}
 		r := mustGet(t, f, u.URL)
@@ -512,13 +516,13 @@ func TestReleaseStalledLimit(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if err := f.MarkInProgress(ctx, fps); err != nil {
 		t.Fatal(err)
 	}
 	var rs []Result
 	for i, fp := range fps {
-		rs = append(rs, Result{FP: fp, State: Stalled, Reason: "conn_error", RetryAt: time.Unix(int64(100+i), 0)})
+		rs = append(rs, Result{FP: fp.FP, Host: fp.Host, State: Stalled, Reason: "conn_error", RetryAt: time.Unix(int64(100+i), 0)})
 	}
 	rs[0].RetryAt = time.Unix(10, 0)
 	if err := f.Finish(ctx, rs); err != nil {
@@ -543,7 +547,7 @@ func TestReleaseStalledLimit(t *testing.T) {
 	if err := f.MarkInProgress(ctx, fps[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Finish(ctx, []Result{{FP: fps[0], State: Stalled}}); err != nil {
+	if err := f.Finish(ctx, []Result{{FP: fps[0].FP, Host: fps[0].Host, State: Stalled}}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := f.ReleaseStalled(ctx, time.Now(), 0); err != nil || n != 1 {
@@ -593,17 +597,17 @@ func TestHostStats(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if err := f.MarkInProgress(ctx, fps); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()
 	err := f.Finish(ctx, []Result{
-		{FP: fps[0], State: Completed, Status: 200, Reason: "ok", Bytes: 1000},
-		{FP: fps[1], State: Completed, Status: 200, Bytes: 500},
-		{FP: fps[2], State: Completed, Status: 404, Reason: "http_error", Bytes: 10},
-		{FP: fps[3], State: Completed, Reason: "robots", Delay: 3 * time.Second},
-		{FP: fps[4], State: Stalled, Reason: "timeout", Bytes: -7}, // Delay 0 keeps 3s
+		{FP: fps[0].FP, Host: fps[0].Host, State: Completed, Status: 200, Reason: "ok", Bytes: 1000},
+		{FP: fps[1].FP, Host: fps[1].Host, State: Completed, Status: 200, Bytes: 500},
+		{FP: fps[2].FP, Host: fps[2].Host, State: Completed, Status: 404, Reason: "http_error", Bytes: 10},
+		{FP: fps[3].FP, Host: fps[3].Host, State: Completed, Reason: "robots", Delay: 3 * time.Second},
+		{FP: fps[4].FP, Host: fps[4].Host, State: Stalled, Reason: "timeout", Bytes: -7}, // Delay 0 keeps 3s
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -643,7 +647,7 @@ func TestSetPhases(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	inProg := fpsOf(us[:100])
+	inProg := refsOf(us[:100])
 	if err := f.MarkInProgress(ctx, inProg); err != nil {
 		t.Fatal(err)
 	}
@@ -732,13 +736,13 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.MarkInProgress(ctx, fpsOf(us[100:300])); err != nil {
+	if err := f.MarkInProgress(ctx, refsOf(us[100:300])); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.MarkInProgress(ctx, fpsOf(us[:10])); err != nil {
+	if err := f.MarkInProgress(ctx, refsOf(us[:10])); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Finish(ctx, []Result{{FP: Fingerprint(us[0].URL), State: Completed}}); err != nil {
+	if err := f.Finish(ctx, []Result{{FP: Fingerprint(us[0].URL), Host: us[0].Host, State: Completed}}); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts(t, f, Counts{InList: 290, InProgress: 209, Completed: 1})
@@ -776,7 +780,7 @@ func TestKill9(t *testing.T) {
 		t.Fatalf("after kill -9: counts %+v, %d acknowledged", c, acked)
 	}
 	for _, u := range childURLs(acked) {
-		r, ok, err := f.Get(Fingerprint(u.URL))
+		r, ok, err := f.Get(RefOf(u.URL))
 		if err != nil || !ok || r.State != InList {
 			t.Fatalf("acknowledged %s lost: %+v %v %v", u.URL, r, ok, err)
 		}

@@ -29,7 +29,7 @@ func child() {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
-		if err := f.MarkInProgress(ctx, fpsOf(b[:1])); err != nil {
+		if err := f.MarkInProgress(ctx, refsOf(b[:1])); err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}

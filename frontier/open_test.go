@@ -102,8 +102,9 @@ func TestForeignFile(t *testing.T) {
 			return tx.Bucket(bMeta).Put(mCounts, []byte{1, 2})
 		}), "meta counts"},
 		{"corrupt in-progress record", frontierThen(func(tx *bolt.Tx) error {
-			fp := fpKey(nil, Fingerprint(gen("x", 3, 50)[0].URL))
-			return errors.Join(tx.Bucket(bURLs).Put(fp, []byte{1, 2, 3}), tx.Bucket(bInProgress).Put(fp, []byte{0}))
+			u := gen("x", 3, 50)[0]
+			k := recKey(nil, HostKey(u.Host), Fingerprint(u.URL))
+			return errors.Join(tx.Bucket(bURLs).Put(k, []byte{1, 2, 3}), tx.Bucket(bInProgress).Put(k, []byte{0}))
 		}), "corrupt"},
 	}
 	for _, tc := range tests {
@@ -199,13 +200,13 @@ func TestClose(t *testing.T) {
 	if _, err := f.Add(ctx, gen("z", 1, 1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Close: %v", err)
 	}
-	if err := f.MarkInProgress(ctx, []uint64{1}); !errors.Is(err, ErrClosed) {
+	if err := f.MarkInProgress(ctx, []Ref{{FP: 1, Host: "h.test"}}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("MarkInProgress after Close: %v", err)
 	}
 	if _, err := f.Scan(0, nil, 1, func(Record) bool { return true }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Scan after Close: %v", err)
 	}
-	if _, _, err := f.Get(1); !errors.Is(err, ErrClosed) {
+	if _, _, err := f.Get(Ref{FP: 1, Host: "h.test"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 	g, err := Open(f.opts)
@@ -214,7 +215,7 @@ func TestClose(t *testing.T) {
 	}
 	defer g.Close()
 	for _, u := range ok {
-		if _, found, err := g.Get(Fingerprint(u.URL)); err != nil || !found {
+		if _, found, err := g.Get(RefOf(u.URL)); err != nil || !found {
 			t.Fatalf("acknowledged %s lost at Close", u.URL)
 		}
 	}
@@ -227,7 +228,7 @@ func TestContext(t *testing.T) {
 	if _, err := f.Add(cctx, gen("ctx", 1, 3)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Add with canceled ctx: %v", err)
 	}
-	if err := f.Finish(cctx, []Result{{FP: 1, State: Completed}}); !errors.Is(err, context.Canceled) {
+	if err := f.Finish(cctx, []Result{{FP: 1, Host: "h.test", State: Completed}}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Finish with canceled ctx: %v", err)
 	}
 	wantCounts(t, f, Counts{})
@@ -238,7 +239,7 @@ func TestContext(t *testing.T) {
 	n := 0
 	_, err := f.Scan(0, nil, 0, func(r Record) bool {
 		n++
-		return f.MarkInProgress(ctx, []uint64{r.FP}) == nil
+		return f.MarkInProgress(ctx, []Ref{r.Ref()}) == nil
 	})
 	if err != nil || n != 3000 {
 		t.Fatalf("scan with writes in fn: %d, %v", n, err)

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -30,7 +31,7 @@ import (
 // (the receiver deduplicates). Requeue undoes a claim whose step 3 failed.
 // The receiving node stores moved COMPLETED records with AddDone.
 
-// claimMarker ends the value of an inprogress entry written by Claim (seq,
+// claimMarker ends the value of a running entry written by Claim (seq,
 // then this byte); MarkInProgress writes the seq alone.
 const claimMarker = 0xC1
 
@@ -38,31 +39,36 @@ const claimMarker = 0xC1
 // limit is <= 0.
 const DefaultScanRecords = 4096
 
-// ScanRecords visits the records (every state) in fingerprint order, from
-// fingerprint from on, at most limit of them (<= 0: DefaultScanRecords) in
-// one read transaction, and returns those whose fingerprint match accepts
-// (every one when match is nil), decoded. Only the keys of the others are
-// read. next is the fingerprint to start the following call from; end is
-// true when the last record was visited. match must be fast; it runs inside
-// the read transaction.
-func (f *Frontier) ScanRecords(from uint64, limit int, match func(fp uint64) bool) (recs []Record, next uint64, end bool, err error) {
+// ScanRecords visits the records (every state) in key order (by HostKey,
+// then fingerprint), from cursor from on (nil: from the first), at most
+// limit of them (<= 0: DefaultScanRecords) in one read transaction, and
+// returns those whose fingerprint match accepts (every one when match is
+// nil), decoded. Only the keys of the others are read. next is the cursor
+// to start the following call from; end is true when the last record was
+// visited. match must be fast; it runs inside the read transaction.
+func (f *Frontier) ScanRecords(from Cursor, limit int, match func(fp uint64) bool) (recs []Record, next Cursor, end bool, err error) {
 	if limit <= 0 {
 		limit = DefaultScanRecords
 	}
 	err = f.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bURLs).Cursor()
 		visited := 0
-		k, v := c.Seek(fpKey(nil, from))
+		var k, v []byte
+		if from == nil {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek(from)
+		}
 		for ; k != nil; k, v = c.Next() {
 			if visited == limit {
-				next = binary.BigEndian.Uint64(k)
+				next = bytes.Clone(k)
 				return nil
 			}
 			visited++
-			if len(k) != 8 {
+			_, fp, ok := parseRecKey(k)
+			if !ok {
 				return fmt.Errorf("corrupt urls key %x", k)
 			}
-			fp := binary.BigEndian.Uint64(k)
 			if match != nil && !match(fp) {
 				continue
 			}
@@ -76,26 +82,27 @@ func (f *Frontier) ScanRecords(from uint64, limit int, match func(fp uint64) boo
 		return nil
 	})
 	if err != nil {
-		return nil, 0, false, fmt.Errorf("frontier: scan records from %016x: %w", from, err)
+		return nil, nil, false, fmt.Errorf("frontier: scan records from %x: %w", []byte(from), err)
 	}
 	return recs, next, end, nil
 }
 
-// Claim takes the records of fps out of the crawl so they can be moved to
+// Claim takes the records of refs out of the crawl so they can be moved to
 // another node, in one write: IN_LIST and STALLED records become IN_PROGRESS
 // (claimed: off the scan queue and the retry lane), COMPLETED ones are left
 // as they are. IN_PROGRESS records (being fetched) and unknown fingerprints
 // are skipped. It returns the claimed records with the State they had
 // before the claim (InList, Stalled or Completed).
-func (f *Frontier) Claim(ctx context.Context, fps []uint64) ([]Record, error) {
-	if len(fps) == 0 {
+func (f *Frontier) Claim(ctx context.Context, refs []Ref) ([]Record, error) {
+	if len(refs) == 0 {
 		return nil, nil
 	}
 	var out []Record
-	_, err := f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+	krs := keyRefs(refs)
+	_, err := f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
 		out = out[:0]
-		for _, fp := range fps {
-			s, ok, err := st.get(fp)
+		for _, r := range krs {
+			s, ok, err := st.get(r)
 			if err != nil {
 				return 0, err
 			}
@@ -114,7 +121,7 @@ func (f *Frontier) Claim(ctx context.Context, fps []uint64) ([]Record, error) {
 				}
 				st.cnt[cInList]--
 			case Stalled:
-				if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, fp)); err != nil {
+				if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, r.hk, r.fp)); err != nil {
 					return 0, err
 				}
 				st.cnt[cStalled]--
@@ -123,7 +130,7 @@ func (f *Frontier) Claim(ctx context.Context, fps []uint64) ([]Record, error) {
 				continue
 			}
 			v := append(binary.BigEndian.AppendUint64(st.slab.take(9), s.seq), claimMarker)
-			if err := st.inprog.Put(fpKey(st.slab.take(8), fp), v); err != nil {
+			if err := st.inprog.Put(recKey(st.slab.take(recKeyLen), r.hk, r.fp), v); err != nil {
 				return 0, err
 			}
 			s.State = InProgress
@@ -149,14 +156,15 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 	if len(claimed) == 0 {
 		return 0, nil
 	}
-	fps := make([]uint64, len(claimed))
+	krs := make([]keyRef, len(claimed))
 	for i, r := range claimed {
-		fps[i] = r.FP
+		krs[i] = keyRef{HostKey(r.Host), r.FP}
 	}
-	return f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+	return f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
 		n := 0
-		for _, r := range claimed {
-			s, ok, err := st.get(r.FP)
+		for i, r := range claimed {
+			key := krs[i]
+			s, ok, err := st.get(key)
 			if err != nil {
 				return 0, err
 			}
@@ -167,8 +175,8 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 			switch {
 			case r.State == Completed && s.State == Completed:
 				st.cnt[cCompleted]--
-			case r.State != Completed && s.State == InProgress && st.claimed(r.FP):
-				if err := st.inprog.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+			case r.State != Completed && s.State == InProgress && st.claimed(key):
+				if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
 					return 0, err
 				}
 				st.cnt[cInProgress]--
@@ -176,7 +184,7 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 				st.ignored++
 				continue
 			}
-			if err := st.urls.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+			if err := st.urls.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
 				return 0, err
 			}
 			n++
@@ -189,14 +197,15 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 // once their owner has been sent them: this node keeps them as the second
 // copy, and a later rebalance does not send them again. Records no longer
 // COMPLETED are left alone. It returns how many it relabelled.
-func (f *Frontier) MarkReplicas(ctx context.Context, fps []uint64) (int, error) {
-	if len(fps) == 0 {
+func (f *Frontier) MarkReplicas(ctx context.Context, refs []Ref) (int, error) {
+	if len(refs) == 0 {
 		return 0, nil
 	}
-	return f.submit(ctx, &op{kind: opFunc, fps: fps, fn: func(st *txState) (int, error) {
+	krs := keyRefs(refs)
+	return f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
 		n := 0
-		for _, fp := range fps {
-			s, ok, err := st.get(fp)
+		for _, r := range krs {
+			s, ok, err := st.get(r)
 			if err != nil {
 				return 0, err
 			}
@@ -214,9 +223,9 @@ func (f *Frontier) MarkReplicas(ctx context.Context, fps []uint64) (int, error) 
 	}})
 }
 
-// claimed reports whether fp's inprogress entry was written by Claim.
-func (st *txState) claimed(fp uint64) bool {
-	v := st.inprog.Get(fpKey(st.scratch[:0], fp))
+// claimed reports whether r's running entry was written by Claim.
+func (st *txState) claimed(r keyRef) bool {
+	v := st.inprog.Get(recKey(st.scratch[:0], r.hk, r.fp))
 	return len(v) == 9 && v[8] == claimMarker
 }
 
@@ -258,7 +267,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 			}
 		}
 		if u.URL != "" && host != "" {
-			adds = append(adds, pendingURL{fp: Fingerprint(u.URL), url: u.URL, host: normHost(host), depth: max(u.Depth, 0)})
+			adds = append(adds, newPendingURL(u, host))
 		}
 	}
 	if len(adds) == 0 {
@@ -268,7 +277,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 		n := 0
 		for i := range adds {
 			u := &adds[i]
-			s, ok, err := st.get(u.fp)
+			s, ok, err := st.get(keyRef{u.hk, u.fp})
 			if err != nil {
 				return 0, err
 			}
@@ -291,7 +300,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 					}
 					st.cnt[cInList]--
 				case Stalled:
-					if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, s.FP)); err != nil {
+					if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, u.hk, u.fp)); err != nil {
 						return 0, err
 					}
 					st.cnt[cStalled]--

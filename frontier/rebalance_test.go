@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestScanRecordsPagesEveryRecord(t *testing.T) {
 	}
 	odd := func(fp uint64) bool { return fp%2 == 1 }
 	var got []uint64
-	var from uint64
+	var from Cursor
 	calls := 0
 	for {
 		recs, next, end, err := f.ScanRecords(from, 64, odd)
@@ -31,17 +32,18 @@ func TestScanRecordsPagesEveryRecord(t *testing.T) {
 		if end {
 			break
 		}
-		if next <= from && calls > 1 {
-			t.Fatalf("cursor went back: %x after %x", next, from)
+		if bytes.Compare(next, from) <= 0 && calls > 1 {
+			t.Fatalf("cursor went back: %x after %x", []byte(next), []byte(from))
 		}
 		from = next
 	}
 	var want []uint64
-	for _, fp := range fpsOf(us) {
-		if fp%2 == 1 {
-			want = append(want, fp)
+	for _, r := range refsOf(us) {
+		if r.FP%2 == 1 {
+			want = append(want, r.FP)
 		}
 	}
+	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Fatalf("scanned %d odd fingerprints, want %d", len(got), len(want))
@@ -58,7 +60,7 @@ func TestScanRecordsPagesEveryRecord(t *testing.T) {
 func TestClaimRemove(t *testing.T) {
 	f := open(t, func(o *Options) { o.MaxTries = 5 })
 	us := gen("c", 3, 10)
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +68,13 @@ func TestClaimRemove(t *testing.T) {
 	if err := f.MarkInProgress(ctx, fps[:4]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Finish(ctx, []Result{{FP: fps[0], State: Completed, Status: 200}, {FP: fps[1], State: Completed, Status: 404},
-		{FP: fps[2], State: Stalled, RetryAt: time.Now().Add(time.Hour)}}); err != nil {
+	if err := f.Finish(ctx, []Result{{FP: fps[0].FP, Host: fps[0].Host, State: Completed, Status: 200}, {FP: fps[1].FP, Host: fps[1].Host, State: Completed, Status: 404},
+		{FP: fps[2].FP, Host: fps[2].Host, State: Stalled, RetryAt: time.Now().Add(time.Hour)}}); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts(t, f, Counts{InList: 6, InProgress: 1, Completed: 2, Stalled: 1})
 
-	claimed, err := f.Claim(ctx, append(slices.Clone(fps), 12345))
+	claimed, err := f.Claim(ctx, append(slices.Clone(fps), Ref{FP: 12345, Host: fps[0].Host}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +82,10 @@ func TestClaimRemove(t *testing.T) {
 	for _, r := range claimed {
 		states[r.FP] = r.State
 	}
-	if len(claimed) != 9 || states[fps[0]] != Completed || states[fps[2]] != Stalled || states[fps[5]] != InList {
+	if len(claimed) != 9 || states[fps[0].FP] != Completed || states[fps[2].FP] != Stalled || states[fps[5].FP] != InList {
 		t.Fatalf("claimed %d records: %v", len(claimed), states)
 	}
-	if _, ok := states[fps[3]]; ok {
+	if _, ok := states[fps[3].FP]; ok {
 		t.Fatal("an IN_PROGRESS record was claimed")
 	}
 	wantCounts(t, f, Counts{InProgress: 8, Completed: 2})
@@ -98,7 +100,7 @@ func TestClaimRemove(t *testing.T) {
 	if err := f.MarkInProgress(ctx, fps[9:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Finish(ctx, []Result{{FP: fps[9], State: Completed, Status: 200}}); err != nil {
+	if err := f.Finish(ctx, []Result{{FP: fps[9].FP, Host: fps[9].Host, State: Completed, Status: 200}}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := f.Remove(ctx, claimed)
@@ -126,7 +128,7 @@ func TestClaimRemove(t *testing.T) {
 func TestClaimSurvivesCrash(t *testing.T) {
 	f := open(t, nil)
 	us := gen("k", 2, 6)
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestClaimSurvivesCrash(t *testing.T) {
 func TestAddDone(t *testing.T) {
 	f := open(t, func(o *Options) { o.MaxPerHost = 2 })
 	us := gen("d", 1, 6)
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if _, err := f.Add(ctx, us[:2]); err != nil { // host cap reached
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 // URLs it did not get to (as Requeue). One transaction instead of three
 // saves two group commits per trip, and a crash can never keep a page's
 // result without the links found on it. It returns how many URLs were new.
-func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) (added int, err error) {
+func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requeue []Ref) (added int, err error) {
 	o, err := f.settleOp(found, rs, requeue, nil)
 	if err != nil || o == nil {
 		return 0, err
@@ -21,17 +21,16 @@ func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requ
 // settleOp builds the write of Settle; nil when there is nothing to write.
 // With tk, new URLs of tk's host are taken for the caller's trip (see
 // SettleAsyncTaking).
-func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64, tk *taking) (*op, error) {
-	for _, r := range rs {
-		if r.State != Completed && r.State != Stalled {
-			return nil, fmt.Errorf("frontier: settle %016x: state=%s: must be completed or stalled", r.FP, r.State)
-		}
+func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taking) (*op, error) {
+	if err := checkResults("settle", rs); err != nil {
+		return nil, err
 	}
 	adds := prepareURLs(found)
 	if len(adds) == 0 && len(rs) == 0 && len(requeue) == 0 {
 		return nil, nil
 	}
-	return &op{kind: opFunc, adds: adds, results: rs, fps: requeue, fn: func(st *txState) (int, error) {
+	krs := keyRefs(requeue)
+	return &op{kind: opFunc, adds: adds, results: rs, refs: krs, fn: func(st *txState) (int, error) {
 		if tk != nil {
 			tk.got = tk.got[:0] // the transaction may be retried
 		}
@@ -42,7 +41,7 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []uint64, tk *t
 		if _, err := st.finish(rs); err != nil {
 			return 0, fmt.Errorf("settle: finish: %w", err)
 		}
-		if _, err := st.requeue(requeue); err != nil {
+		if _, err := st.requeue(krs); err != nil {
 			return 0, fmt.Errorf("settle: requeue: %w", err)
 		}
 		return n, nil
@@ -106,7 +105,7 @@ func (p *Pending) Wait() (n int, err error) {
 // SettleAsync is Settle without waiting for the commit (see Pending). The
 // writer applies writes in submission order, so a later write never
 // overtakes it.
-func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result, requeue []uint64) *Pending {
+func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result, requeue []Ref) *Pending {
 	return f.SettleAsyncTaking(ctx, "", 0, found, rs, requeue)
 }
 
@@ -119,7 +118,7 @@ func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result,
 // owns its dispatched URLs: it must record each one's result, or Requeue
 // it; after a crash they return to IN_LIST like every IN_PROGRESS URL.
 // They count as added.
-func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []uint64) *Pending {
+func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []Ref) *Pending {
 	p := &Pending{reply: make(chan opReply, 1)}
 	var tk *taking
 	if room > 0 && host != "" {
@@ -143,13 +142,13 @@ func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int,
 // Requeue submitted after this call is applied after it. Until the write
 // is done, a Scan may still return these URLs as IN_LIST: the caller must
 // skip them itself. Every submitted write is answered, also at Close.
-func (f *Frontier) MarkInProgressAsync(ctx context.Context, fps []uint64) *Pending {
+func (f *Frontier) MarkInProgressAsync(ctx context.Context, refs []Ref) *Pending {
 	p := &Pending{reply: make(chan opReply, 1)}
-	if len(fps) == 0 {
+	if len(refs) == 0 {
 		p.reply <- opReply{}
 		return p
 	}
-	o := &op{kind: opMark, fps: fps, ctx: ctx, reply: p.reply}
+	o := &op{kind: opMark, refs: keyRefs(refs), ctx: ctx, reply: p.reply}
 	if err := f.send(ctx, o); err != nil {
 		p.reply <- opReply{err: err}
 	}

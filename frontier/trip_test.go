@@ -15,22 +15,22 @@ func TestSettle(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	a, b, c := Fingerprint(us[0].URL), Fingerprint(us[1].URL), Fingerprint(us[2].URL)
-	if err := f.MarkInProgress(ctx, []uint64{a, b, c}); err != nil {
+	a, b, c := RefOf(us[0].URL), RefOf(us[1].URL), RefOf(us[2].URL)
+	if err := f.MarkInProgress(ctx, []Ref{a, b, c}); err != nil {
 		t.Fatal(err)
 	}
 	newURL := NewURL{URL: "http://t0.test/new", Host: "t0.test", Depth: 1}
 	found := []NewURL{newURL, us[0]} // one new, one known
 
 	// A state other than Completed/Stalled: error, and nothing written.
-	if _, err := f.Settle(ctx, found, []Result{{FP: a, State: InList}}, []uint64{c}); err == nil {
+	if _, err := f.Settle(ctx, found, []Result{{FP: a.FP, Host: a.Host, State: InList}}, []Ref{c}); err == nil {
 		t.Fatal("Settle with state IN_LIST succeeded")
 	}
 	if got := f.Counts(); got != (Counts{InProgress: 3}) {
 		t.Fatalf("after refused Settle: %+v, want 3 in progress and nothing else", got)
 	}
 
-	added, err := f.Settle(ctx, found, []Result{{FP: a, State: Completed, Status: 200}, {FP: b, State: Stalled}}, []uint64{c})
+	added, err := f.Settle(ctx, found, []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}, {FP: b.FP, Host: b.Host, State: Stalled}}, []Ref{c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +64,10 @@ func TestMarkInProgressAsync(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	a := Fingerprint(us[0].URL)
-	p := f.MarkInProgressAsync(ctx, []uint64{a})
+	a := RefOf(us[0].URL)
+	p := f.MarkInProgressAsync(ctx, []Ref{a})
 	// Submitted after the mark: must see the URL IN_PROGRESS and complete it.
-	if _, err := f.Settle(ctx, nil, []Result{{FP: a, State: Completed, Status: 200}}, nil); err != nil {
+	if _, err := f.Settle(ctx, nil, []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Wait(); err != nil {
@@ -86,7 +86,7 @@ func TestMarkInProgressAsync(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.MarkInProgressAsync(ctx, []uint64{Fingerprint(us[1].URL)}).Wait(); !errors.Is(err, ErrClosed) {
+	if _, err := f.MarkInProgressAsync(ctx, []Ref{RefOf(us[1].URL)}).Wait(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("mark after close: %v, want ErrClosed", err)
 	}
 }
@@ -100,14 +100,14 @@ func TestSettleAsync(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	fps := fpsOf(us)
+	fps := refsOf(us)
 	if err := f.MarkInProgress(ctx, fps); err != nil {
 		t.Fatal(err)
 	}
 	var ps []*Pending
 	for i, fp := range fps {
 		link := NewURL{URL: fmt.Sprintf("http://a0.test/link/%d", i%2), Host: "a0.test"} // pages 0 and 2 find the same link
-		ps = append(ps, f.SettleAsync(ctx, []NewURL{link}, []Result{{FP: fp, State: Completed}}, nil))
+		ps = append(ps, f.SettleAsync(ctx, []NewURL{link}, []Result{{FP: fp.FP, Host: fp.Host, State: Completed}}, nil))
 	}
 	var added []int
 	for _, p := range ps {
@@ -123,7 +123,7 @@ func TestSettleAsync(t *testing.T) {
 	if got := f.Counts(); got != (Counts{InList: 2, Completed: 3}) {
 		t.Fatalf("counts %+v", got)
 	}
-	if _, err := f.SettleAsync(ctx, nil, []Result{{FP: fps[0], State: InProgress}}, nil).Wait(); err == nil {
+	if _, err := f.SettleAsync(ctx, nil, []Result{{FP: fps[0].FP, Host: fps[0].Host, State: InProgress}}, nil).Wait(); err == nil {
 		t.Fatal("SettleAsync with state IN_PROGRESS succeeded")
 	}
 }
@@ -139,8 +139,8 @@ func TestSettleAsyncTaking(t *testing.T) {
 	if _, err := f.Add(ctx, []NewURL{seed}); err != nil {
 		t.Fatal(err)
 	}
-	sfp := Fingerprint(seed.URL)
-	if err := f.MarkInProgress(ctx, []uint64{sfp}); err != nil {
+	sfp := RefOf(seed.URL)
+	if err := f.MarkInProgress(ctx, []Ref{sfp}); err != nil {
 		t.Fatal(err)
 	}
 	found := []NewURL{
@@ -150,7 +150,7 @@ func TestSettleAsyncTaking(t *testing.T) {
 		{URL: "http://H.test/2", Host: "H.TEST", Depth: 1}, // the host as the page wrote it
 		{URL: "http://h.test/3", Host: "h.test", Depth: 1}, // beyond room
 	}
-	p := f.SettleAsyncTaking(ctx, "h.test", 2, found, []Result{{FP: sfp, State: Completed, Status: 200}}, nil)
+	p := f.SettleAsyncTaking(ctx, "h.test", 2, found, []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, nil)
 	if got := p.Taken(); got != nil {
 		t.Fatalf("Taken before the write is done: %v", got)
 	}
@@ -177,7 +177,7 @@ func TestSettleAsyncTaking(t *testing.T) {
 	}
 
 	// The caller finishes one and the process dies with the other in flight.
-	if err := f.Finish(ctx, []Result{{FP: Fingerprint("http://h.test/1"), State: Completed, Status: 200}}); err != nil {
+	if err := f.Finish(ctx, []Result{{FP: Fingerprint("http://h.test/1"), Host: "h.test", State: Completed, Status: 200}}); err != nil {
 		t.Fatal(err)
 	}
 	f = reopen(t, f, nil)

@@ -3,6 +3,7 @@ package frontier
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 )
 
@@ -54,6 +55,27 @@ type Record struct {
 	Discovered, Fetched, NextTry time.Time
 }
 
+// Ref names one URL of the frontier: its fingerprint and its host (as in
+// Record.Host; any case). The records are kept in host order (HostKey), so
+// the calls that change a known URL's state take its Ref, not only its FP.
+type Ref struct {
+	FP   uint64
+	Host string
+}
+
+// Ref returns the Ref of r's URL.
+func (r Record) Ref() Ref { return Ref{FP: r.FP, Host: r.Host} }
+
+// RefOf returns the Ref of a normalized URL (its FP and its host); the host
+// is empty when the URL does not parse.
+func RefOf(normalizedURL string) Ref {
+	var host string
+	if u, err := url.Parse(normalizedURL); err == nil {
+		host = u.Host
+	}
+	return Ref{FP: Fingerprint(normalizedURL), Host: host}
+}
+
 // NewURL is a URL to add. URL must already be normalized by fetch.Normalize;
 // Host is its host[:port] (derived from URL when empty).
 type NewURL struct {
@@ -65,7 +87,8 @@ type NewURL struct {
 // Result is the outcome of one fetch, reported with Finish.
 type Result struct {
 	FP     uint64
-	State  State // Completed or Stalled
+	Host   string // the URL's host, as in Record.Host
+	State  State  // Completed or Stalled
 	Status int
 	Reason string
 	// RetryAt is, for Stalled, when the retry lane may release the URL

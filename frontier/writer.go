@@ -41,7 +41,7 @@ type op struct {
 	kind    opKind
 	ctx     context.Context
 	adds    []pendingURL
-	fps     []uint64
+	refs    []keyRef
 	results []Result
 	now     time.Time
 	n       int // limit (release) or nphase (set phases)
@@ -59,13 +59,35 @@ type opReply struct {
 // there, not in the writer).
 type pendingURL struct {
 	fp    uint64
+	hk    uint32 // HostKey(host)
 	url   string
 	host  string
 	depth int
 }
 
+// newPendingURL prepares the URL u of host for the writer.
+func newPendingURL(u NewURL, host string) pendingURL {
+	host = normHost(host)
+	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0)}
+}
+
 func (o *op) items() int {
-	return len(o.adds) + len(o.fps) + len(o.results) + o.n
+	return len(o.adds) + len(o.refs) + len(o.results) + o.n
+}
+
+// keyRef is a Ref prepared by the caller's goroutine: its host's HostKey.
+type keyRef struct {
+	hk uint32
+	fp uint64
+}
+
+// keyRefs prepares refs for the writer.
+func keyRefs(refs []Ref) []keyRef {
+	out := make([]keyRef, len(refs))
+	for i, r := range refs {
+		out[i] = keyRef{HostKey(r.Host), r.FP}
+	}
+	return out
 }
 
 // normHost is the host as stored and hashed: lower case.
@@ -135,18 +157,18 @@ func prepareURLs(urls []NewURL) []pendingURL {
 				continue
 			}
 		}
-		adds = append(adds, pendingURL{fp: Fingerprint(u.URL), url: u.URL, host: normHost(host), depth: max(u.Depth, 0)})
+		adds = append(adds, newPendingURL(u, host))
 	}
 	return adds
 }
 
 // MarkInProgress moves IN_LIST URLs to IN_PROGRESS, removing them from the
-// scan queue. Fingerprints that are unknown or not IN_LIST are ignored.
-func (f *Frontier) MarkInProgress(ctx context.Context, fps []uint64) error {
-	if len(fps) == 0 {
+// scan queue. URLs that are unknown or not IN_LIST are ignored.
+func (f *Frontier) MarkInProgress(ctx context.Context, refs []Ref) error {
+	if len(refs) == 0 {
 		return nil
 	}
-	_, err := f.submit(ctx, &op{kind: opMark, fps: fps})
+	_, err := f.submit(ctx, &op{kind: opMark, refs: keyRefs(refs)})
 	return err
 }
 
@@ -160,22 +182,34 @@ func (f *Frontier) Finish(ctx context.Context, rs []Result) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	for _, r := range rs {
-		if r.State != Completed && r.State != Stalled {
-			return fmt.Errorf("frontier: finish %016x: state=%s: must be completed or stalled", r.FP, r.State)
-		}
+	if err := checkResults("finish", rs); err != nil {
+		return err
 	}
 	_, err := f.submit(ctx, &op{kind: opFinish, results: rs})
 	return err
 }
 
+// checkResults checks the results given to Finish or a settle: a state of
+// Completed or Stalled, and a host.
+func checkResults(call string, rs []Result) error {
+	for _, r := range rs {
+		if r.State != Completed && r.State != Stalled {
+			return fmt.Errorf("frontier: %s %016x: state=%s: must be completed or stalled", call, r.FP, r.State)
+		}
+		if r.Host == "" {
+			return fmt.Errorf("frontier: %s %016x: result without a host", call, r.FP)
+		}
+	}
+	return nil
+}
+
 // Requeue moves IN_PROGRESS URLs back to IN_LIST at their ORIGINAL queue
 // position (phase swap, shutdown). Others are ignored.
-func (f *Frontier) Requeue(ctx context.Context, fps []uint64) error {
-	if len(fps) == 0 {
+func (f *Frontier) Requeue(ctx context.Context, refs []Ref) error {
+	if len(refs) == 0 {
 		return nil
 	}
-	_, err := f.submit(ctx, &op{kind: opRequeue, fps: fps})
+	_, err := f.submit(ctx, &op{kind: opRequeue, refs: keyRefs(refs)})
 	return err
 }
 
@@ -409,11 +443,11 @@ func (st *txState) apply(o *op) (int, error) {
 	case opAdd:
 		return st.add(o.adds, nil)
 	case opMark:
-		return st.mark(o.fps)
+		return st.mark(o.refs)
 	case opFinish:
 		return st.finish(o.results)
 	case opRequeue:
-		return st.requeue(o.fps)
+		return st.requeue(o.refs)
 	case opRelease:
 		return st.release(o.now, o.n)
 	case opFunc:
@@ -422,18 +456,22 @@ func (st *txState) apply(o *op) (int, error) {
 	return 0, fmt.Errorf("unknown op %d", o.kind)
 }
 
-func (st *txState) get(fp uint64) (stored, bool, error) {
-	v := st.urls.Get(fpKey(st.scratch[:0], fp))
+func (st *txState) get(r keyRef) (stored, bool, error) {
+	v := st.urls.Get(recKey(st.scratch[:0], r.hk, r.fp))
 	if v == nil {
 		return stored{}, false, nil
 	}
-	s, err := decodeRecord(fp, v)
+	s, err := decodeRecord(r.fp, v)
 	return s, err == nil, err
 }
 
+// ref is the keyRef of a stored record.
+func (s *stored) ref() keyRef { return keyRef{HostKey(s.Host), s.FP} }
+
 func (st *txState) putRecord(s *stored) error {
 	st.scratch = appendRecord(st.scratch[:0], s)
-	return st.urls.Put(fpKey(st.slab.take(8), s.FP), st.slab.copy(st.scratch))
+	r := s.ref()
+	return st.urls.Put(recKey(st.slab.take(recKeyLen), r.hk, r.fp), st.slab.copy(st.scratch))
 }
 
 func (st *txState) qkey(s *stored) []byte {
@@ -472,7 +510,7 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	maxPer := int64(st.f.opts.MaxPerHost)
 	for i := range adds {
 		u := &adds[i]
-		if st.urls.Get(fpKey(st.scratch[:0], u.fp)) != nil {
+		if st.urls.Get(recKey(st.scratch[:0], u.hk, u.fp)) != nil {
 			continue // known (also when added earlier in this transaction)
 		}
 		hs, err := st.host(u.host)
@@ -505,10 +543,10 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	return added, nil
 }
 
-func (st *txState) mark(fps []uint64) (int, error) {
+func (st *txState) mark(refs []keyRef) (int, error) {
 	n := 0
-	for _, fp := range fps {
-		s, ok, err := st.get(fp)
+	for _, r := range refs {
+		s, ok, err := st.get(r)
 		if err != nil {
 			return 0, err
 		}
@@ -528,10 +566,11 @@ func (st *txState) mark(fps []uint64) (int, error) {
 	return n, nil
 }
 
-// putInProgress writes s as IN_PROGRESS with its inprogress entry (fp ->
-// seq) and counts it; s must have no queue entry (dequeued, or new).
+// putInProgress writes s as IN_PROGRESS with its running entry (record
+// key -> seq) and counts it; s must have no queue entry (dequeued, or new).
 func (st *txState) putInProgress(s *stored) error {
-	if err := st.inprog.Put(fpKey(st.slab.take(8), s.FP), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
+	r := s.ref()
+	if err := st.inprog.Put(recKey(st.slab.take(recKeyLen), r.hk, r.fp), binary.BigEndian.AppendUint64(st.slab.take(8), s.seq)); err != nil {
 		return err
 	}
 	s.State = InProgress
@@ -544,7 +583,8 @@ func (st *txState) putInProgress(s *stored) error {
 
 // toList puts an IN_PROGRESS record back in the queue at its original seq.
 func (st *txState) toList(s *stored) error {
-	if err := st.inprog.Delete(fpKey(st.scratch[:0], s.FP)); err != nil {
+	r := s.ref()
+	if err := st.inprog.Delete(recKey(st.scratch[:0], r.hk, r.fp)); err != nil {
 		return err
 	}
 	s.State = InList
@@ -559,10 +599,10 @@ func (st *txState) toList(s *stored) error {
 	return nil
 }
 
-func (st *txState) requeue(fps []uint64) (int, error) {
+func (st *txState) requeue(refs []keyRef) (int, error) {
 	n := 0
-	for _, fp := range fps {
-		s, ok, err := st.get(fp)
+	for _, r := range refs {
+		s, ok, err := st.get(r)
 		if err != nil {
 			return 0, err
 		}
@@ -581,7 +621,8 @@ func (st *txState) requeue(fps []uint64) (int, error) {
 func (st *txState) finish(rs []Result) (int, error) {
 	n := 0
 	for _, r := range rs {
-		s, ok, err := st.get(r.FP)
+		key := keyRef{HostKey(r.Host), r.FP}
+		s, ok, err := st.get(key)
 		if err != nil {
 			return 0, err
 		}
@@ -589,7 +630,7 @@ func (st *txState) finish(rs []Result) (int, error) {
 			st.ignored++
 			continue
 		}
-		if err := st.inprog.Delete(fpKey(st.scratch[:0], r.FP)); err != nil {
+		if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
 			return 0, err
 		}
 		st.cnt[cInProgress]--
@@ -601,7 +642,7 @@ func (st *txState) finish(rs []Result) (int, error) {
 			if s.NextTry.IsZero() {
 				s.NextTry = st.now
 			}
-			if err := st.stalled.Put(stalledKey(st.slab.take(16), s.NextTry, s.FP), nil); err != nil {
+			if err := st.stalled.Put(stalledKey(st.slab.take(stalledKeyLen), s.NextTry, key.hk, key.fp), nil); err != nil {
 				return 0, err
 			}
 			st.cnt[cStalled]++
@@ -635,7 +676,7 @@ func (st *txState) release(now time.Time, limit int) (int, error) {
 	c := st.stalled.Cursor()
 	end := uint64(unixNano(now))
 	for k, _ := c.First(); k != nil && len(due) < limit; k, _ = c.Next() {
-		if len(k) != 16 || binary.BigEndian.Uint64(k) > end {
+		if len(k) != stalledKeyLen || binary.BigEndian.Uint64(k) > end {
 			break
 		}
 		due = append(due, bytes.Clone(k))
@@ -645,8 +686,8 @@ func (st *txState) release(now time.Time, limit int) (int, error) {
 		if err := st.stalled.Delete(k); err != nil {
 			return 0, err
 		}
-		fp := binary.BigEndian.Uint64(k[8:])
-		s, ok, err := st.get(fp)
+		hk, fp, _ := parseRecKey(k[8:])
+		s, ok, err := st.get(keyRef{hk, fp})
 		if err != nil {
 			return 0, err
 		}
@@ -681,21 +722,22 @@ func (f *Frontier) recoverInProgress() (int, error) {
 		err := f.update(func(tx *bolt.Tx) error {
 			st.begin(tx)
 			n = 0
-			var fps []uint64
+			var refs []keyRef
 			c := st.inprog.Cursor()
-			for k, _ := c.First(); k != nil && len(fps) < recoverChunk; k, _ = c.Next() {
-				if len(k) != 8 {
+			for k, _ := c.First(); k != nil && len(refs) < recoverChunk; k, _ = c.Next() {
+				hk, fp, ok := parseRecKey(k)
+				if !ok {
 					return fmt.Errorf("corrupt inprogress key %x", k)
 				}
-				fps = append(fps, binary.BigEndian.Uint64(k))
+				refs = append(refs, keyRef{hk, fp})
 			}
-			for _, fp := range fps {
-				s, ok, err := st.get(fp)
+			for _, r := range refs {
+				s, ok, err := st.get(r)
 				if err != nil {
 					return err
 				}
 				if !ok || s.State != InProgress {
-					if err := st.inprog.Delete(fpKey(nil, fp)); err != nil {
+					if err := st.inprog.Delete(recKey(nil, r.hk, r.fp)); err != nil {
 						return err
 					}
 					continue
@@ -704,7 +746,7 @@ func (f *Frontier) recoverInProgress() (int, error) {
 					return err
 				}
 			}
-			n = len(fps)
+			n = len(refs)
 			return st.flush()
 		})
 		if err != nil {

@@ -177,7 +177,7 @@ func TestRedirectLimit(t *testing.T) {
 	c.Fetch.MaxRedirects = 3
 	n, stop := start(t, c)
 	waitFor(t, "chain", func() bool { return n.Done() })
-	last, ok, err := n.Frontier().Get(frontier.Fingerprint(srv.URL + "/r/3"))
+	last, ok, err := n.Frontier().Get(frontier.RefOf(srv.URL + "/r/3"))
 	stop()
 	if err != nil || !ok || last.State != frontier.Completed || last.Reason != "redirect_limit" {
 		t.Fatalf("/r/3: %+v %v %v, want COMPLETED redirect_limit", last, ok, err)

@@ -42,8 +42,8 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 				return nil
 			}
 			target := h["WARC-Target-URI"]
-			fp := frontier.Fingerprint(target)
-			rec, ok, err := n.front.Get(fp)
+			ref := frontier.RefOf(target)
+			rec, ok, err := n.front.Get(ref)
 			if err != nil {
 				return err
 			}
@@ -57,7 +57,7 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 				return nil
 			}
 			// The latest response of a URL is the one not recorded.
-			found[fp] = &archivedPage{rec: rec, block: append([]byte(nil), block...), truncated: h["WARC-Truncated"] != "", at: at}
+			found[ref.FP] = &archivedPage{rec: rec, block: append([]byte(nil), block...), truncated: h["WARC-Truncated"] != "", at: at}
 			return nil
 		})
 		if err != nil {
@@ -91,13 +91,13 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 	settled := 0
 	for _, host := range hosts {
 		pages := byHost[host]
-		fps := make([]uint64, len(pages))
+		refs := make([]frontier.Ref, len(pages))
 		for i, p := range pages {
-			fps[i] = p.rec.FP
+			refs[i] = p.rec.Ref()
 		}
 		// Settle takes results of IN_PROGRESS URLs only.
-		if err := n.front.MarkInProgress(ctx, fps); err != nil {
-			return settled, fmt.Errorf("node: recover %d archived pages of %s: %w", len(fps), host, err)
+		if err := n.front.MarkInProgress(ctx, refs); err != nil {
+			return settled, fmt.Errorf("node: recover %d archived pages of %s: %w", len(refs), host, err)
 		}
 		t := &hostTrip{n: n, host: host, hostHash: frontier.HostHash(host), delay: n.cfg.Delay}
 		for _, p := range pages {
@@ -105,10 +105,10 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 			resp, err := fetch.FromRecord(p.rec.URL, p.block, p.truncated, n.cfg.Fetch.MaxBodySize)
 			if err != nil {
 				n.log.Warn("archived response not usable: the page is fetched again", "url", p.rec.URL, "error", err)
-				t.requeue = append(t.requeue, p.rec.FP)
+				t.requeue = append(t.requeue, p.rec.Ref())
 				continue
 			}
-			res := frontier.Result{FP: it.FP, State: frontier.Completed}
+			res := frontier.Result{FP: it.FP, Host: host, State: frontier.Completed}
 			entry := archive.LogEntry{Time: p.at, URL: p.rec.URL} // its duration is not archived
 			t.outcome(it, resp, &res, &entry)
 			t.keep(it, res, entry, !logged[p.rec.URL])

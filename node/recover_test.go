@@ -74,7 +74,7 @@ func TestRecoverArchivedPages(t *testing.T) {
 		if _, err := f.Add(ctx, []frontier.NewURL{{URL: u, Host: host}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.MarkInProgress(ctx, []uint64{frontier.Fingerprint(u)}); err != nil {
+		if err := f.MarkInProgress(ctx, []frontier.Ref{frontier.RefOf(u)}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := client.Fetch(ctx, u)
@@ -102,8 +102,8 @@ func TestRecoverArchivedPages(t *testing.T) {
 	if err := clog.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fpA := frontier.Fingerprint(srv.URL + "/a")
-	if err := f.Finish(ctx, []frontier.Result{{FP: fpA, State: frontier.Stalled, Reason: "http_5xx"}}); err != nil {
+	refA := frontier.RefOf(srv.URL + "/a")
+	if err := f.Finish(ctx, []frontier.Result{{FP: refA.FP, Host: refA.Host, State: frontier.Stalled, Reason: "http_5xx"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ReleaseStalled(ctx, time.Now().Add(time.Minute), 10); err != nil {
@@ -135,7 +135,7 @@ func TestRecoverArchivedPages(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"/", "/moved"} {
-		rec, ok, err := n.Frontier().Get(frontier.Fingerprint(srv.URL + p))
+		rec, ok, err := n.Frontier().Get(frontier.RefOf(srv.URL + p))
 		if err != nil || !ok || rec.State != frontier.Completed || rec.Tries != 1 {
 			t.Errorf("%s: %+v %v %v, want COMPLETED after 1 try", p, rec, ok, err)
 		}

@@ -99,10 +99,10 @@ func (s *scheduler) priority(host string) bool {
 	return !s.known(host)
 }
 
-// pendingMark is an asynchronous MarkInProgress of the URLs fps.
+// pendingMark is an asynchronous MarkInProgress of the URLs refs.
 type pendingMark struct {
-	p   *frontier.Pending
-	fps []uint64
+	p    *frontier.Pending
+	refs []frontier.Ref
 }
 
 // newScheduler returns n's scheduler state, knowing no host yet.
@@ -242,10 +242,10 @@ func (s *scheduler) reapMarks() {
 			break // writes commit in order: the later ones are not done either
 		}
 		if err != nil {
-			s.n.log.Error("scheduler: mark in progress", "error", err, "urls", len(m.fps))
+			s.n.log.Error("scheduler: mark in progress", "error", err, "urls", len(m.refs))
 		}
-		for _, fp := range m.fps {
-			delete(s.marking, fp)
+		for _, r := range m.refs {
+			delete(s.marking, r.FP)
 		}
 	}
 	s.marks = s.marks[k:]
@@ -267,7 +267,7 @@ func (s *scheduler) mayScan(now time.Time) bool {
 // fill reads the next chunk of the window and places what fits in the bucket.
 func (s *scheduler) fill(now time.Time, phase int) {
 	n := s.n
-	var placed []uint64
+	var placed []frontier.Ref
 	visited := 0
 	if s.cursor == nil && s.scanned == 0 {
 		s.dirty = false // a new pass sees every change made so far
@@ -289,9 +289,9 @@ func (s *scheduler) fill(now time.Time, phase int) {
 			if s.priority(r.Host) {
 				s.urgent = append(s.urgent, r.Host)
 			}
-			placed = append(placed, r.FP)
+			placed = append(placed, r.Ref())
 		case bucket.Joined:
-			placed = append(placed, r.FP)
+			placed = append(placed, r.Ref())
 		}
 		return true
 	})
@@ -303,9 +303,9 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	if len(placed) > 0 {
 		// persistCtx, not ctx: a shutdown must not drop this write; the
 		// writer applies it before any Settle or Requeue of these URLs.
-		s.marks = append(s.marks, pendingMark{p: n.front.MarkInProgressAsync(n.persistCtx, placed), fps: placed})
-		for _, fp := range placed {
-			s.marking[fp] = struct{}{}
+		s.marks = append(s.marks, pendingMark{p: n.front.MarkInProgressAsync(n.persistCtx, placed), refs: placed})
+		for _, r := range placed {
+			s.marking[r.FP] = struct{}{}
 		}
 	}
 	s.scanned += visited
@@ -358,18 +358,13 @@ func (s *scheduler) finish(f finished) {
 // frontier's queue for the new count.
 func (s *scheduler) swap(phase, nphase int) {
 	n := s.n
-	var fps []uint64
-	for _, it := range n.bkt.Drain() {
-		fps = append(fps, it.FP)
-	}
+	refs := batchRefs(n.bkt.Drain())
+	refs = append(refs, batchRefs(s.pending)...)
 	for _, b := range s.pending {
-		for _, it := range b.Items {
-			fps = append(fps, it.FP)
-		}
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
 	s.pending, s.nprio, s.urgent = nil, 0, s.urgent[:0]
-	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
+	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at phase swap", "error", err)
 	}
 	if nphase != n.front.Phases() {
@@ -379,7 +374,7 @@ func (s *scheduler) swap(phase, nphase int) {
 			n.log.Info("frontier re-keyed", "from", s.nphase, "to", nphase)
 		}
 	}
-	n.log.Debug("scheduler: phase swap", "from", s.phase, "to", phase, "nphase", nphase, "requeued", len(fps)) // the cluster logs the swap at info
+	n.log.Debug("scheduler: phase swap", "from", s.phase, "to", phase, "nphase", nphase, "requeued", len(refs)) // the cluster logs the swap at info
 	s.nphase = n.front.Phases()
 	s.phase, s.cursor, s.scanned, s.idle = phase, nil, 0, false
 }
@@ -387,18 +382,22 @@ func (s *scheduler) swap(phase, nphase int) {
 // stop hands back every URL the scheduler holds that no worker has taken.
 func (s *scheduler) stop() {
 	n := s.n
-	var fps []uint64
-	for _, it := range n.bkt.Drain() {
-		fps = append(fps, it.FP)
-	}
-	for _, b := range s.pending {
-		for _, it := range b.Items {
-			fps = append(fps, it.FP)
-		}
-	}
+	refs := batchRefs(n.bkt.Drain())
+	refs = append(refs, batchRefs(s.pending)...)
 	s.pending, s.nprio = nil, 0
-	if err := n.front.Requeue(n.persistCtx, fps); err != nil {
+	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}
-	n.log.Info("scheduler stopped", "requeued", len(fps))
+	n.log.Info("scheduler stopped", "requeued", len(refs))
+}
+
+// batchRefs is the Refs of the URLs of bs.
+func batchRefs(bs []bucket.Batch) []frontier.Ref {
+	var refs []frontier.Ref
+	for _, b := range bs {
+		for _, it := range b.Items {
+			refs = append(refs, frontier.Ref{FP: it.FP, Host: b.Host})
+		}
+	}
+	return refs
 }

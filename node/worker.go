@@ -29,7 +29,7 @@ type hostTrip struct {
 	results  []frontier.Result
 	done     []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
 	found    []frontier.NewURL
-	requeue  []uint64
+	requeue  []frontier.Ref
 	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
 	pd       PhaseDeadline // nil without phases that end
 	expect   time.Duration // the host's expected response time (latencies)
@@ -231,7 +231,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n := t.n
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
-	res := frontier.Result{FP: it.FP, State: frontier.Completed}
+	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
 	defer func() { t.keep(it, res, entry, true) }()
 	if t.down != "" {
 		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
@@ -248,7 +248,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
-			t.requeue = append(t.requeue, it.FP)
+			t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
 			res.FP = 0
 			return
 		}
@@ -273,7 +273,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if err := t.pace(ctx); err != nil || !t.phaseOpen() {
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
-		t.requeue = append(t.requeue, it.FP)
+		t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
 		res.FP = 0
 		return
 	}
@@ -285,7 +285,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if err != nil {
 		kind := fetch.ErrorKind(err)
 		if kind == "canceled" || ctx.Err() != nil {
-			t.requeue = append(t.requeue, it.FP)
+			t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
 			res.FP = 0
 			return
 		}
@@ -492,7 +492,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 		if h := t.n.holder; h != nil && h.Held(tk.FP) {
 			// Its owner, counting the members away, is away (cluster): it
 			// waits in the queue like the scheduler's held URLs.
-			t.requeue = append(t.requeue, tk.FP)
+			t.requeue = append(t.requeue, frontier.Ref{FP: tk.FP, Host: t.host})
 			continue
 		}
 		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth})
@@ -532,7 +532,7 @@ func (t *hostTrip) commit() {
 	// What the trip did not get to (it was stopped, or its last writes
 	// took URLs it has no time for now) goes back to the queue.
 	for _, it := range t.items[t.next:] {
-		t.requeue = append(t.requeue, it.FP)
+		t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
 	}
 	t.next = len(t.items)
 	added := t.added

@@ -72,14 +72,14 @@ var crashEnv = []string{"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms", "PHASECRAWL_FE
 type ledger struct {
 	prev   map[string]int // URL -> fetches served at the last kill
 	wasted map[string]int // URL -> fetches a kill made useless
-	fps    map[string]uint64
+	fps    map[string]frontier.Ref
 }
 
 func newLedger() *ledger {
-	return &ledger{prev: map[string]int{}, wasted: map[string]int{}, fps: map[string]uint64{}}
+	return &ledger{prev: map[string]int{}, wasted: map[string]int{}, fps: map[string]frontier.Ref{}}
 }
 
-func (l *ledger) fp(t *testing.T, u string) uint64 {
+func (l *ledger) fp(t *testing.T, u string) frontier.Ref {
 	if fp, ok := l.fps[u]; ok {
 		return fp
 	}
@@ -87,7 +87,7 @@ func (l *ledger) fp(t *testing.T, u string) uint64 {
 	if err != nil {
 		t.Fatalf("synthetic URL %s does not normalize: %v", u, err)
 	}
-	l.fps[u] = frontier.Fingerprint(n)
+	l.fps[u] = frontier.RefOf(n)
 	return l.fps[u]
 }
 

@@ -595,7 +595,7 @@ func TestHostileWeb(t *testing.T) {
 	var bad []string
 	for url, es := range res.log {
 		last := es[len(es)-1]
-		rec, found, err := res.front.Get(frontier.Fingerprint(url))
+		rec, found, err := res.front.Get(frontier.RefOf(url))
 		if err != nil || !found || rec.State != frontier.Completed || last.Reason == "" || rec.Reason != last.Reason {
 			bad = append(bad, fmt.Sprintf("%s: frontier %v %q (found %v, %v), log reason %q", url, rec.State, rec.Reason, found, err, last.Reason))
 		}
@@ -608,7 +608,7 @@ func TestHostileWeb(t *testing.T) {
 	for _, c := range cs {
 		t.Run(c.name, func(t *testing.T) {
 			for _, e := range c.expect {
-				rec, found, err := res.front.Get(frontier.Fingerprint(e.url))
+				rec, found, err := res.front.Get(frontier.RefOf(e.url))
 				if err != nil {
 					t.Fatal(err)
 				}
