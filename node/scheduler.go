@@ -15,8 +15,10 @@ const (
 	// maxTick bounds how long the scheduler sleeps when it expects nothing.
 	maxTick = 100 * time.Millisecond
 	// passGap is how long after the start of a pass over the window the
-	// next one may start while every worker is busy (see mayScan).
-	passGap = 10 * time.Millisecond
+	// next one may start while every worker is busy, idlePassGap while a
+	// worker may be idle (see mayScan).
+	passGap     = 10 * time.Millisecond
+	idlePassGap = 3 * time.Millisecond
 	// maxSlow bounds how many slow hosts the scheduler remembers.
 	maxSlow = 1 << 16
 	// slowFactor: a trip whose time per request is at least slowFactor
@@ -166,7 +168,7 @@ func (n *Node) schedule(ctx context.Context) {
 		if !s.idle && open && s.mayScan(now) {
 			wait = 0 // more of the window to scan
 		} else if !s.idle && open {
-			wait = max(time.Until(s.passAt.Add(passGap)), time.Millisecond) // the next pass, unless a worker frees first
+			wait = max(time.Until(s.nextPass()), time.Millisecond) // the next pass, unless a worker frees first
 		}
 		if wait > 0 {
 			if t, ok := n.bkt.NextEvent(); ok {
@@ -251,17 +253,30 @@ func (s *scheduler) reapMarks() {
 	s.marks = s.marks[k:]
 }
 
-// mayScan reports whether fill may run now. A pass under way goes on. A new
-// pass starts at once when a worker may be idle (no dispatched element
-// waits for one); while every worker is busy, at most one pass starts per
-// passGap: most of a pass's records are of hosts the bucket refuses (being
-// fetched, or full), and rescanning them after every freed element cost
-// more than the URLs it placed early were worth.
+// mayScan reports whether fill may run now. A pass under way goes on; a new
+// one waits for nextPass.
 func (s *scheduler) mayScan(now time.Time) bool {
-	if s.cursor != nil || s.scanned > 0 || len(s.pending) == 0 {
+	if s.cursor != nil || s.scanned > 0 {
 		return true
 	}
-	return now.Sub(s.passAt) >= passGap
+	return !now.Before(s.nextPass())
+}
+
+// nextPass is when the next pass over the window may start: idlePassGap
+// after the start of the last one when a worker may be idle (no dispatched
+// element waits for one), passGap after it while every worker is busy.
+// Most of a pass's records are of hosts the bucket refuses (being fetched,
+// or full), so a pass soon after another places little. A pass started
+// after every freed element (every trip's end) read the queue ~2,300
+// times in a large crawl, 19M records of which 0.7% were placed, ~10% of
+// the crawl's CPU; with at least 3 ms between two passes it reads it ~600
+// times (4.5M records), and the crawl took 8% less CPU and time (5 A/B
+// pairs, test/bench CrawlLarge).
+func (s *scheduler) nextPass() time.Time {
+	if len(s.pending) == 0 {
+		return s.passAt.Add(idlePassGap)
+	}
+	return s.passAt.Add(passGap)
 }
 
 // fill reads the next chunk of the window and places what fits in the bucket.
