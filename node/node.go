@@ -344,6 +344,13 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, crawlLogName)); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if n.warc != nil {
+		// A page's crawl log line never reaches the file before its WARC
+		// records (recoverArchived relies on it): each has its own flush
+		// delay, and the log's could fire between a WARC flush and the
+		// next page's records.
+		n.clog.SetBeforeFlush(n.flushWARC)
+	}
 	n.front.SetBeforeCommit(n.flushOutputs)
 	n.router = opts.Router
 	if n.router == nil {
@@ -503,13 +510,18 @@ func idleConns(want int, fdLimit uint64, log *slog.Logger) int {
 // cannot take them), and a page whose records were lost in a buffer is not
 // recorded, so it is fetched again.
 func (n *Node) flushOutputs() {
+	n.flushWARC()
+	if err := n.clog.Flush(); err != nil {
+		n.log.Error("crawl log", "error", err)
+	}
+}
+
+// flushWARC writes the buffered WARC records (if WARC output is on).
+func (n *Node) flushWARC() {
 	if n.warc != nil {
 		if err := n.warc.Flush(); err != nil {
 			n.log.Error("WARC write", "error", err)
 		}
-	}
-	if err := n.clog.Flush(); err != nil {
-		n.log.Error("crawl log", "error", err)
 	}
 }
 

@@ -42,6 +42,19 @@ type CrawlLog struct {
 	pending []byte     // lines not written yet
 	timer   flushTimer // flushes delay after pending became non-empty
 	err     error      // first write error, returned by later calls
+	before  func()     // SetBeforeFlush
+}
+
+// SetBeforeFlush makes fn run before every write of buffered lines to the
+// file, whatever starts it (Flush, the flush delay, a full buffer, Close).
+// The node flushes its WARC writer there: a page's line then never reaches
+// the file before its WARC records, and recovery after a kill -9 (which
+// settles from the WARC file the pages the log shows as fetched) can rely
+// on it. fn runs with the log's lock held and must not call the log.
+func (l *CrawlLog) SetBeforeFlush(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.before = fn
 }
 
 // CrawlLogBufferSize is how many buffered bytes make Write flush on its own.
@@ -137,6 +150,9 @@ func (l *CrawlLog) flushLocked() error {
 	}
 	if l.err != nil || len(l.pending) == 0 {
 		return l.err
+	}
+	if l.before != nil {
+		l.before()
 	}
 	_, err := l.f.Write(l.pending)
 	l.pending = l.pending[:0]

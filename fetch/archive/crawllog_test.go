@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -210,5 +211,59 @@ func TestCrawlLogFlush(t *testing.T) {
 	}
 	if err := l.Flush(); err != nil {
 		t.Fatalf("Flush after Close: %v", err)
+	}
+}
+
+// TestCrawlLogBeforeFlush: the hook runs before buffered lines reach the
+// file, for Flush and for the flush delay alike, and not when nothing is
+// buffered.
+func TestCrawlLogBeforeFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "crawl.log")
+	l, err := OpenCrawlLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var calls atomic.Int32
+	var sizes []int64
+	var mu sync.Mutex
+	l.SetBeforeFlush(func() {
+		defer calls.Add(1) // after the size is kept
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		mu.Lock()
+		sizes = append(sizes, fi.Size())
+		mu.Unlock()
+	})
+	if err := l.Flush(); err != nil || calls.Load() != 0 {
+		t.Fatalf("Flush of an empty log: %v, %d hook calls", err, calls.Load())
+	}
+	if err := l.Write(LogEntry{URL: "http://a.test/1", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(LogEntry{URL: "http://a.test/2", Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for calls.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // the flush delay (2 ms) runs the hook
+	}
+	if err := l.Flush(); err != nil { // nothing left: no third call
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sizes) != 2 || sizes[0] != 0 || sizes[1] == 0 || sizes[1] >= fi.Size() {
+		t.Fatalf("file sizes seen by the hook %v (file now %d bytes): want 0, then the first line only", sizes, fi.Size())
 	}
 }
