@@ -226,13 +226,12 @@ func (f *Frontier) init() error {
 		} else {
 			v1 = v[0] == 1
 		}
-		for _, name := range allBuckets {
-			if v1 && (string(name) == string(bURLs) || string(name) == string(bInProgress) || string(name) == string(bStalled)) {
-				continue // migrateV1 creates them
-			}
-			if tx.Bucket(name) == nil {
-				return fmt.Errorf("corrupt frontier: bucket %q missing", name)
-			}
+		buckets := allBuckets
+		if v1 {
+			buckets = sharedBuckets // migrateV1 creates the others
+		}
+		if err := missingBucket(tx, buckets); err != nil {
+			return err
 		}
 		var ok bool
 		if f.seq, ok = metaU64(meta, mSeq); !ok {
@@ -286,12 +285,7 @@ func (f *Frontier) init() error {
 			if v := tx.Bucket(bMeta).Get(mVersion); len(v) != 1 || v[0] != formatVersion {
 				return fmt.Errorf("corrupt frontier: format 1 without a %q bucket", v1URLs)
 			}
-			for _, name := range allBuckets {
-				if tx.Bucket(name) == nil {
-					return fmt.Errorf("corrupt frontier: bucket %q missing", name)
-				}
-			}
-			return nil
+			return missingBucket(tx, allBuckets)
 		})
 		if err != nil {
 			return err
@@ -310,6 +304,16 @@ func (f *Frontier) init() error {
 	}
 	if n > 0 {
 		f.log.Info("recovered in-progress URLs to the queue", "urls", n)
+	}
+	return nil
+}
+
+// missingBucket returns an error naming the first of names tx lacks.
+func missingBucket(tx *bolt.Tx, names [][]byte) error {
+	for _, name := range names {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("corrupt frontier: bucket %q missing", name)
+		}
 	}
 	return nil
 }

@@ -24,35 +24,24 @@ var (
 	v1URLs       = []byte("urls")
 	v1InProgress = []byte("inprogress")
 	v1Stalled    = []byte("stalled")
+	// sharedBuckets are the buckets of both versions.
+	sharedBuckets = [][]byte{bQueue, bHosts, bMeta}
 )
 
 // migrateChunk bounds the entries one migration transaction moves (a
 // variable for tests).
 var migrateChunk = 10000
 
-// migrateV1 moves a version 1 file's records to the version 2 layout. The
-// inprogress and stalled entries go first: their new keys need the host,
-// read from the record under its old key.
+// migrateV1 moves a version 1 file's records to the version 2 layout. An
+// old key is a prefix (the retry time of a stalled entry, else nothing)
+// and a fingerprint; its new key is the prefix and the record's key. The
+// inprogress and stalled entries go first: their records, which give the
+// host, are still under their old keys then.
 func (f *Frontier) migrateV1() error {
 	steps := []struct {
 		old, new []byte
-		oldLen   int                                                  // length of an old key
-		rekey    func(k []byte, host string) []byte                   // new key from the old one and the record's host
-		host     func(tx *bolt.Tx, k, v []byte) (string, bool, error) // the host of an old entry
-	}{
-		{v1InProgress, bInProgress, 8, func(k []byte, host string) []byte {
-			return recKey(nil, HostKey(host), binary.BigEndian.Uint64(k))
-		}, v1HostOf(0)},
-		{v1Stalled, bStalled, 16, func(k []byte, host string) []byte {
-			return recKey(append([]byte(nil), k[:8]...), HostKey(host), binary.BigEndian.Uint64(k[8:]))
-		}, v1HostOf(8)},
-		{v1URLs, bURLs, 8, func(k []byte, host string) []byte {
-			return recKey(nil, HostKey(host), binary.BigEndian.Uint64(k))
-		}, func(_ *bolt.Tx, k, v []byte) (string, bool, error) {
-			s, err := decodeRecord(binary.BigEndian.Uint64(k), v)
-			return s.Host, err == nil, err
-		}},
-	}
+		fpAt     int // length of the prefix before the fingerprint
+	}{{v1InProgress, bInProgress, 0}, {v1Stalled, bStalled, 8}, {v1URLs, bURLs, 0}}
 	moved, dropped := 0, 0
 	for _, st := range steps {
 		for done := false; !done; {
@@ -66,22 +55,33 @@ func (f *Frontier) migrateV1() error {
 				if err != nil {
 					return err
 				}
+				urls := tx.Bucket(v1URLs)
 				var olds [][]byte
 				c := old.Cursor()
 				for k, v := c.First(); k != nil && len(olds) < migrateChunk; k, v = c.Next() {
 					olds = append(olds, append([]byte(nil), k...))
-					if len(k) != st.oldLen {
+					if len(k) != st.fpAt+8 {
 						return fmt.Errorf("corrupt %s key %x", st.old, k)
 					}
-					host, ok, err := st.host(tx, k, v)
-					if err != nil {
-						return fmt.Errorf("%s key %x: %w", st.old, k, err)
+					fpKey := k[st.fpAt:]
+					rec := v // the urls bucket's values are the records
+					if string(st.old) != string(v1URLs) {
+						rec = nil
+						if urls != nil {
+							rec = urls.Get(fpKey)
+						}
 					}
-					if !ok {
+					if rec == nil {
 						dropped++ // an entry without a record: Open would drop it too
 						continue
 					}
-					if err := nb.Put(st.rekey(k, host), append([]byte(nil), v...)); err != nil {
+					fp := binary.BigEndian.Uint64(fpKey)
+					s, err := decodeRecord(fp, rec)
+					if err != nil {
+						return fmt.Errorf("%s key %x: %w", st.old, k, err)
+					}
+					nk := recKey(append([]byte(nil), k[:st.fpAt]...), HostKey(s.Host), fp)
+					if err := nb.Put(nk, append([]byte(nil), v...)); err != nil {
 						return err
 					}
 					moved++
@@ -109,23 +109,4 @@ func (f *Frontier) migrateV1() error {
 	}
 	f.log.Info("frontier migrated to format 2 (records in host order)", "entries", moved, "dropped", dropped)
 	return nil
-}
-
-// v1HostOf returns the host lookup of a version 1 inprogress or stalled
-// entry, whose fingerprint is at offset off of its key: the host of its
-// record in the version 1 urls bucket.
-func v1HostOf(off int) func(tx *bolt.Tx, k, _ []byte) (string, bool, error) {
-	return func(tx *bolt.Tx, k, _ []byte) (string, bool, error) {
-		urls := tx.Bucket(v1URLs)
-		if urls == nil {
-			return "", false, nil
-		}
-		fp := binary.BigEndian.Uint64(k[off:])
-		v := urls.Get(k[off : off+8])
-		if v == nil {
-			return "", false, nil
-		}
-		s, err := decodeRecord(fp, v)
-		return s.Host, err == nil, err
-	}
 }

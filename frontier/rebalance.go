@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net/url"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -67,7 +66,7 @@ func (f *Frontier) ScanRecords(from Cursor, limit int, match func(fp uint64) boo
 			visited++
 			_, fp, ok := parseRecKey(k)
 			if !ok {
-				return fmt.Errorf("corrupt urls key %x", k)
+				return fmt.Errorf("corrupt %s key %x", bURLs, k)
 			}
 			if match != nil && !match(fp) {
 				continue
@@ -258,18 +257,7 @@ func (f *Frontier) AddReplicas(ctx context.Context, urls []NewURL) (int, error) 
 }
 
 func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, admit bool) (int, error) {
-	adds := make([]pendingURL, 0, len(urls))
-	for _, u := range urls {
-		host := u.Host
-		if host == "" && u.URL != "" {
-			if pu, err := url.Parse(u.URL); err == nil {
-				host = pu.Host
-			}
-		}
-		if u.URL != "" && host != "" {
-			adds = append(adds, newPendingURL(u, host))
-		}
-	}
+	adds := prepareURLs(urls)
 	if len(adds) == 0 {
 		return 0, nil
 	}
