@@ -105,7 +105,7 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 			resp, err := fetch.FromRecord(p.rec.URL, p.block, p.truncated, n.cfg.Fetch.MaxBodySize)
 			if err != nil {
 				n.log.Warn("archived response not usable: the page is fetched again", "url", p.rec.URL, "error", err)
-				t.requeue = append(t.requeue, p.rec.Ref())
+				t.requeue = append(t.requeue, p.rec.FP)
 				continue
 			}
 			res := frontier.Result{FP: it.FP, Host: host, State: frontier.Completed}

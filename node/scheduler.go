@@ -373,8 +373,7 @@ func (s *scheduler) finish(f finished) {
 // frontier's queue for the new count.
 func (s *scheduler) swap(phase, nphase int) {
 	n := s.n
-	refs := batchRefs(n.bkt.Drain())
-	refs = append(refs, batchRefs(s.pending)...)
+	refs := s.unstarted()
 	for _, b := range s.pending {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
@@ -397,13 +396,19 @@ func (s *scheduler) swap(phase, nphase int) {
 // stop hands back every URL the scheduler holds that no worker has taken.
 func (s *scheduler) stop() {
 	n := s.n
-	refs := batchRefs(n.bkt.Drain())
-	refs = append(refs, batchRefs(s.pending)...)
+	refs := s.unstarted()
 	s.pending, s.nprio = nil, 0
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}
 	n.log.Info("scheduler stopped", "requeued", len(refs))
+}
+
+// unstarted frees the QUEUING elements and returns the Refs of the URLs no
+// worker has started: theirs and the pending elements'.
+func (s *scheduler) unstarted() []frontier.Ref {
+	refs := batchRefs(s.n.bkt.Drain())
+	return append(refs, batchRefs(s.pending)...)
 }
 
 // batchRefs is the Refs of the URLs of bs.

@@ -29,7 +29,7 @@ type hostTrip struct {
 	results  []frontier.Result
 	done     []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
 	found    []frontier.NewURL
-	requeue  []frontier.Ref
+	requeue  []uint64      // fingerprints of this host's URLs to put back in the queue
 	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
 	pd       PhaseDeadline // nil without phases that end
 	expect   time.Duration // the host's expected response time (latencies)
@@ -248,7 +248,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
-			t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
+			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
 			return
 		}
@@ -273,7 +273,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if err := t.pace(ctx); err != nil || !t.phaseOpen() {
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
-		t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
+		t.requeue = append(t.requeue, it.FP)
 		res.FP = 0
 		return
 	}
@@ -285,7 +285,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if err != nil {
 		kind := fetch.ErrorKind(err)
 		if kind == "canceled" || ctx.Err() != nil {
-			t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
+			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
 			return
 		}
@@ -459,6 +459,15 @@ func (t *hostTrip) settlePage() {
 	t.poll()
 }
 
+// refs is the frontier.Refs of fingerprints of the trip's host.
+func (t *hostTrip) refs(fps []uint64) []frontier.Ref {
+	refs := make([]frontier.Ref, len(fps))
+	for i, fp := range fps {
+		refs[i] = frontier.Ref{FP: fp, Host: t.host}
+	}
+	return refs
+}
+
 // room is how many more URLs the trip's list may take (bucket.list_cap in
 // all), none once the host looks down or a page could not be recorded.
 func (t *hostTrip) room() int {
@@ -492,7 +501,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 		if h := t.n.holder; h != nil && h.Held(tk.FP) {
 			// Its owner, counting the members away, is away (cluster): it
 			// waits in the queue like the scheduler's held URLs.
-			t.requeue = append(t.requeue, frontier.Ref{FP: tk.FP, Host: t.host})
+			t.requeue = append(t.requeue, tk.FP)
 			continue
 		}
 		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth})
@@ -532,7 +541,7 @@ func (t *hostTrip) commit() {
 	// What the trip did not get to (it was stopped, or its last writes
 	// took URLs it has no time for now) goes back to the queue.
 	for _, it := range t.items[t.next:] {
-		t.requeue = append(t.requeue, frontier.Ref{FP: it.FP, Host: t.host})
+		t.requeue = append(t.requeue, it.FP)
 	}
 	t.next = len(t.items)
 	added := t.added
@@ -541,7 +550,7 @@ func (t *hostTrip) commit() {
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 		return
 	}
-	k, err := n.front.Settle(ctx, local, t.results, t.requeue)
+	k, err := n.front.Settle(ctx, local, t.results, t.refs(t.requeue))
 	if err != nil {
 		// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
 		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
