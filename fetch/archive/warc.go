@@ -114,6 +114,8 @@ type WARCWriter struct {
 	openPath string     // path of f (with OpenSuffix)
 	size     int64      // bytes in f, the buffered ones included
 	written  int64      // bytes written to f (the file ends at a record boundary there)
+	started  int64      // f's write-out was started up to here (writeBehind)
+	dropped  int64      // f's cached pages were dropped up to here (writeBehind)
 	pending  []byte     // records not written to f yet
 	timer    flushTimer // flushes FlushDelay after pending became non-empty
 	flushErr error      // error of a flush by the timer, returned by the next Flush
@@ -338,11 +340,39 @@ func (w *WARCWriter) flushLocked() error {
 		return werr
 	}
 	w.written += int64(n)
+	w.writeBehind()
 	w.pending = w.pending[:0]
 	if cap(w.pending) > 4*WARCBufferSize { // a huge record should not pin its memory
 		w.pending = nil
 	}
 	return nil
+}
+
+// WriteBehindChunk is how many written bytes of a WARC file have their
+// write-out started together (writeBehind).
+const WriteBehindChunk = 8 << 20
+
+// writeBehind keeps a WARC file's written records out of the page cache:
+// each WriteBehindChunk of them has its write-out started at once, and the
+// chunk before it, whose write-out has had a chunk's time to end, is dropped
+// from the cache. WARC files are written once and read by other tools
+// later: cached, they only push the frontier's pages out and make the
+// node's memory grow with the crawl (~4 GB of cache per million pages).
+// Writing them out as they come also spreads the disk writes over the
+// crawl instead of bursts 30 s later (the kernel's dirty expiry), and lets
+// the kernel reuse the same few pages for the file instead of fresh ones
+// (on a VM that gives free memory back to its host, touching fresh memory
+// costs ~1.8 s of CPU per GB: measured on this project's CI machines).
+func (w *WARCWriter) writeBehind() {
+	if w.written-w.started < WriteBehindChunk {
+		return
+	}
+	startWriteback(w.f, w.started, w.written-w.started)
+	if w.started > w.dropped {
+		dropCached(w.f, w.dropped, w.started-w.dropped)
+		w.dropped = w.started
+	}
+	w.started = w.written
 }
 
 func (w *WARCWriter) openLocked() error {
@@ -380,6 +410,7 @@ func (w *WARCWriter) openLocked() error {
 		return fmt.Errorf("archive: write warcinfo to %s: %w", path, err)
 	}
 	w.f, w.openPath, w.size, w.written = f, path, int64(buf.Len()), int64(buf.Len())
+	w.started, w.dropped = 0, 0
 	w.serial++
 	return nil
 }
@@ -397,6 +428,9 @@ func (w *WARCWriter) finishLocked() error {
 		w.infoID = id
 	}
 	err := f.Sync()
+	if err == nil {
+		dropCached(f, 0, 0) // all of it is on disk now
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

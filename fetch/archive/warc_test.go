@@ -713,3 +713,39 @@ func TestWARCFlushDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestWARCWriteBehind: once WriteBehindChunk bytes are written, their
+// write-out is started and the chunk before is dropped from the cache; the
+// file stays whole.
+func TestWARCWriteBehind(t *testing.T) {
+	dir := t.TempDir()
+	w := newWriter(t, dir, 0)
+	const n = 800 // ~40 KB per exchange after gzip: ~32 MB, four chunks
+	for i := 0; i < n; i++ {
+		target, req, resp := testExchange(i, 64<<10)
+		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	written, started, dropped := w.written, w.started, w.dropped
+	w.mu.Unlock()
+	if written < 3*WriteBehindChunk+WARCBufferSize {
+		t.Fatalf("only %d bytes written", written)
+	}
+	if started < 2*WriteBehindChunk || started > written || written-started >= WriteBehindChunk+WARCBufferSize {
+		t.Fatalf("write-out started up to %d of %d bytes written", started, written)
+	}
+	if dropped < WriteBehindChunk || dropped >= started || started-dropped >= WriteBehindChunk+WARCBufferSize {
+		t.Fatalf("cache dropped up to %d, write-out started up to %d", dropped, started)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if recs := checkFile(t, w.Files()[0]); len(recs) != 2*n+1 {
+		t.Fatalf("%d records, want %d", len(recs), 2*n+1)
+	}
+}

@@ -2,7 +2,12 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +94,37 @@ func prerenderedWeb(b *testing.B, wc synthweb.Config) *synthweb.Web {
 		b.Fatal(err)
 	}
 	b.Logf("prerendered %d pages, %d MiB", cached, size>>20)
+	warmHeap()
 	return web
+}
+
+// warmHeap grows the Go heap to its next GC goal once, touching every page,
+// and gives it back to the runtime (not to the OS). The prerendered web
+// makes the process's live heap ~1.1 GiB on the large web, so its GC goal
+// is ~2.2 GiB: without this, the first crawl after a prerender faults in
+// the ~1.1 GiB between them page by page (the kernel zeroes each page; on
+// this machine kind ~2 core-s, and the crawl's first seconds run at half
+// speed), and the later crawls reuse it, so whichever crawler went first
+// paid the harness's cost.
+func warmHeap() {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	free := int64(ms.NextGC) - int64(ms.HeapAlloc)
+	old := debug.SetGCPercent(-1) // no GC while the blocks are live
+	const chunk = 64 << 20
+	var blocks [][]byte
+	for n := int64(0); n < free; n += chunk {
+		blk := make([]byte, chunk)
+		for i := 0; i < len(blk); i += 4096 {
+			blk[i] = 1
+		}
+		blocks = append(blocks, blk)
+	}
+	runtime.KeepAlive(blocks)
+	blocks = nil
+	debug.SetGCPercent(old)
+	runtime.GC()
 }
 
 // checkedCrawl crawls web once with run on a fresh loopback server (the
@@ -105,9 +140,11 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	}
 	exp := web.Expected(srv.Scope(UserAgent))
 	runtime.GC()
+	stopProfile := startCrawlProfile(b, name)
 	b.StartTimer()
 	res, err := run(b, srv)
 	b.StopTimer()
+	stopProfile()
 	_ = srv.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -126,6 +163,38 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 		b.Logf("%s timeline (run %d):\n%s", name, i, FormatSeries(res.Series, runtime.GOMAXPROCS(0)))
 	}
 	return res, len(gaps), exp.MinCrawlTime
+}
+
+// ProfileEnv, when set to a directory, makes each crawl write its own CPU
+// profile there (NAME-N.prof, N counting the crawls of the process), so two
+// crawls of one process can be compared (go tool pprof -diff_base). A
+// measurement aid only: off by default.
+const ProfileEnv = "PHASECRAWL_BENCH_CPUPROFILE"
+
+var profiledCrawls int
+
+// startCrawlProfile starts a CPU profile of one crawl when ProfileEnv is
+// set and returns the function that ends it.
+func startCrawlProfile(b *testing.B, name string) func() {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return func() {}
+	}
+	profiledCrawls++
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.prof", name, profiledCrawls))
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 func benchCrawl(b *testing.B, wc synthweb.Config) {
