@@ -141,6 +141,7 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	exp := web.Expected(srv.Scope(UserAgent))
 	runtime.GC()
 	stopProfile := startCrawlProfile(b, name)
+	start := time.Now()
 	b.StartTimer()
 	res, err := run(b, srv)
 	b.StopTimer()
@@ -161,6 +162,9 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	}
 	if len(res.Series) > 0 {
 		b.Logf("%s timeline (run %d):\n%s", name, i, FormatSeries(res.Series, runtime.GOMAXPROCS(0)))
+	}
+	if tailOn() {
+		b.Logf("%s tail (run %d):\n%s", name, i, TailReport(web, start, 4))
 	}
 	return res, len(gaps), exp.MinCrawlTime
 }

@@ -2,6 +2,7 @@ package synthweb
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -301,4 +302,42 @@ func hostOfURL(u string) string {
 		return rest[:i]
 	}
 	return rest
+}
+
+// LinkedHosts returns the other hosts that the page at uri of host links to
+// (followed links, or its redirect's target), each once; nil for an unknown
+// page, robots.txt and trap calendar pages. It records nothing: a measuring
+// aid (test/bench's tail report: which page found the host a crawl ended
+// with).
+func (w *Web) LinkedHosts(host, uri string) []string {
+	s := w.byName[host]
+	if s == nil {
+		return nil
+	}
+	id, ok := s.paths[uri]
+	if !ok {
+		return nil
+	}
+	p := &w.pages[id]
+	var out []string
+	add := func(to int32) {
+		if to < 0 || w.pages[to].site == s.idx {
+			return
+		}
+		name := w.sites[w.pages[to].site].name
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	switch {
+	case p.kind == kRedirect:
+		add(p.to)
+	case p.kind.followsLinks():
+		for _, l := range p.links {
+			if l.how.followed() {
+				add(l.to)
+			}
+		}
+	}
+	return out
 }

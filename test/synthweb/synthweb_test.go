@@ -516,3 +516,49 @@ func TestMinCrawlTime(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkedHosts: a page's other hosts are those of its followed links
+// (or its redirect's target), each once, never its own; unknown pages have
+// none.
+func TestLinkedHosts(t *testing.T) {
+	w := mustNew(t, DefaultConfig())
+	checked := 0
+	for id := range w.pages {
+		p := &w.pages[id]
+		s := w.sites[p.site]
+		want := map[string]bool{}
+		switch {
+		case p.kind == kRedirect:
+			if p.to >= 0 && w.pages[p.to].site != p.site {
+				want[w.sites[w.pages[p.to].site].name] = true
+			}
+		case p.kind.followsLinks():
+			for _, l := range p.links {
+				if l.how.followed() && l.to >= 0 && w.pages[l.to].site != p.site {
+					want[w.sites[w.pages[l.to].site].name] = true
+				}
+			}
+		}
+		got := w.LinkedHosts(s.name, p.path)
+		if len(got) != len(want) {
+			t.Fatalf("%s%s: LinkedHosts %v, want %v", s.name, p.path, got, want)
+		}
+		for _, h := range got {
+			if !want[h] || h == s.name {
+				t.Fatalf("%s%s: LinkedHosts %v, want %v", s.name, p.path, got, want)
+			}
+		}
+		if len(got) > 0 {
+			checked++
+		}
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d pages link to other hosts", checked)
+	}
+	if got := w.LinkedHosts(w.sites[0].name, "/no-such-page"); got != nil {
+		t.Fatalf("unknown page: %v", got)
+	}
+	if got := w.LinkedHosts("nowhere.test", "/"); got != nil {
+		t.Fatalf("unknown host: %v", got)
+	}
+}
