@@ -38,6 +38,11 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 		if err != nil {
 			return 0, fmt.Errorf("settle: add: %w", err)
 		}
+		if tk != nil && tk.claim {
+			if err := st.claimQueued(tk); err != nil {
+				return 0, fmt.Errorf("settle: claim queued URLs of %s: %w", tk.host, err)
+			}
+		}
 		if _, err := st.finish(rs); err != nil {
 			return 0, fmt.Errorf("settle: finish: %w", err)
 		}
@@ -58,9 +63,10 @@ type Pending struct {
 
 // taking is a settle write's request for the new URLs of the trip's host.
 type taking struct {
-	host string // as stored (lower case)
-	room int
-	got  []Taken
+	host  string // as stored (lower case)
+	room  int
+	claim bool // also queued URLs of host (SettleAsyncClaiming)
+	got   []Taken
 }
 
 // Taken is a URL a settle write inserted IN_PROGRESS for the caller's trip
@@ -119,10 +125,27 @@ func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result,
 // it; after a crash they return to IN_LIST like every IN_PROGRESS URL.
 // They count as added.
 func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []Ref) *Pending {
+	return f.settleAsyncTaking(ctx, host, room, false, found, rs, requeue)
+}
+
+// SettleAsyncClaiming is SettleAsyncTaking that, when the new URLs of host
+// leave room, also takes queued (IN_LIST) URLs of host, up to room in all:
+// for the last page of a trip's list, so the trip goes on with what its host
+// still has queued (URLs found by other hosts' pages, or by its own beyond
+// an earlier trip's room) instead of ending and waiting for another scan,
+// dispatch and worker. Such a URL leaves the queue; the caller owns it like
+// a taken one. At most claimScan of the host's records are read, so a host
+// with many finished URLs costs a bounded read; the queue keeps what they
+// miss.
+func (f *Frontier) SettleAsyncClaiming(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []Ref) *Pending {
+	return f.settleAsyncTaking(ctx, host, room, true, found, rs, requeue)
+}
+
+func (f *Frontier) settleAsyncTaking(ctx context.Context, host string, room int, claim bool, found []NewURL, rs []Result, requeue []Ref) *Pending {
 	p := &Pending{reply: make(chan opReply, 1)}
 	var tk *taking
 	if room > 0 && host != "" {
-		tk = &taking{host: normHost(host), room: room}
+		tk = &taking{host: normHost(host), room: room, claim: claim}
 		p.tk = tk
 	}
 	o, err := f.settleOp(found, rs, requeue, tk)

@@ -198,3 +198,80 @@ func TestSettleAsyncTaking(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleAsyncClaiming: when the new URLs of the trip's host leave room,
+// the write also takes queued URLs of that host (never of another, never
+// one that is not IN_LIST), up to room in all; they leave the queue, are
+// the caller's, and return to IN_LIST at the next Open if the process dies.
+func TestSettleAsyncClaiming(t *testing.T) {
+	f := open(t, nil)
+	var queued []NewURL
+	for i := range 5 {
+		queued = append(queued, NewURL{URL: fmt.Sprintf("http://h.test/q%d", i), Host: "h.test", Depth: 2})
+	}
+	others := []NewURL{{URL: "http://other.test/a", Host: "other.test"}, {URL: "http://other.test/b", Host: "other.test"}}
+	seed := NewURL{URL: "http://h.test/", Host: "h.test"}
+	if _, err := f.Add(ctx, append(append([]NewURL{seed}, queued...), others...)); err != nil {
+		t.Fatal(err)
+	}
+	sfp := RefOf(seed.URL)
+	if err := f.MarkInProgress(ctx, []Ref{sfp}); err != nil {
+		t.Fatal(err)
+	}
+	done := RefOf(queued[4].URL) // one queued URL is fetched already: not IN_LIST
+	if err := f.MarkInProgress(ctx, []Ref{done}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Finish(ctx, []Result{{FP: done.FP, Host: done.Host, State: Completed, Status: 200}}); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, f, Counts{InList: 6, InProgress: 1, Completed: 1})
+
+	// Room 4: the one new URL, then three of the four queued ones.
+	found := []NewURL{{URL: "http://h.test/new", Host: "h.test", Depth: 1}, {URL: "http://other.test/c", Host: "other.test"}}
+	p := f.SettleAsyncClaiming(ctx, "h.test", 4, found, []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, nil)
+	added, err := p.Wait()
+	if err != nil || added != 2 {
+		t.Fatalf("Wait = %d, %v; want 2 new URLs", added, err)
+	}
+	taken := map[string]bool{}
+	for _, tk := range p.Taken() {
+		taken[tk.URL] = true
+		if tk.FP != Fingerprint(tk.URL) {
+			t.Errorf("taken %+v: wrong fingerprint", tk)
+		}
+	}
+	if len(p.Taken()) != 4 || !taken["http://h.test/new"] || taken[queued[4].URL] {
+		t.Fatalf("taken %v: want the new URL and three queued ones of h.test, not the fetched one", p.Taken())
+	}
+	for u := range taken {
+		if r := mustGet(t, f, u); r.State != InProgress {
+			t.Fatalf("%s taken but %s", u, r.State)
+		}
+	}
+	wantCounts(t, f, Counts{InList: 4, InProgress: 4, Completed: 2}) // other.test a, b, c and one q
+	queue := urlsOf(scanAll(t, f, 0, 0))
+	if len(queue) != 4 {
+		t.Fatalf("queue %v: want the three of other.test and the one unclaimed of h.test", queue)
+	}
+	for _, u := range queue {
+		if taken[u] {
+			t.Fatalf("queue %v holds taken URL %s", queue, u)
+		}
+	}
+
+	// Without claiming (SettleAsyncTaking), the queued URL stays queued.
+	p = f.SettleAsyncTaking(ctx, "h.test", 5, nil, nil, nil)
+	if _, err := p.Wait(); err != nil || len(p.Taken()) != 0 {
+		t.Fatalf("SettleAsyncTaking with nothing new: %v, taken %v", err, p.Taken())
+	}
+
+	// The process dies with the taken URLs in flight: they are queued again.
+	f = reopen(t, f, nil)
+	wantCounts(t, f, Counts{InList: 8, Completed: 2})
+	for u := range taken {
+		if r := mustGet(t, f, u); r.State != InList {
+			t.Fatalf("%s after a restart: %s, want IN_LIST", u, r.State)
+		}
+	}
+}

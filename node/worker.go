@@ -454,7 +454,13 @@ func (t *hostTrip) settlePage() {
 	res := t.results[len(t.results)-1:]
 	room := t.room()
 	t.reserved += room
-	t.settling = append(t.settling, settling{n.front.SettleAsyncTaking(n.persistCtx, t.host, room, local, res, nil), t.done, room})
+	settle := n.front.SettleAsyncTaking
+	if t.next == len(t.items) {
+		// The list's last page: its write also takes what the host still
+		// has queued, and the trip goes on with it.
+		settle = n.front.SettleAsyncClaiming
+	}
+	t.settling = append(t.settling, settling{settle(n.persistCtx, t.host, room, local, res, nil), t.done, room})
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
 }
