@@ -574,15 +574,23 @@ func (st *txState) claimQueued(tk *taking) error {
 	// Written after the walk: a bbolt cursor does not survive writes.
 	for i := range claim {
 		s := &claim[i]
-		if err := st.dequeue(s); err != nil {
+		if err := st.start(s); err != nil {
 			return err
 		}
-		if err := st.putInProgress(s); err != nil {
-			return err
-		}
-		st.cnt[cInList]--
 		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth})
 	}
+	return nil
+}
+
+// start moves the IN_LIST record s out of the queue to IN_PROGRESS.
+func (st *txState) start(s *stored) error {
+	if err := st.dequeue(s); err != nil {
+		return err
+	}
+	if err := st.putInProgress(s); err != nil {
+		return err
+	}
+	st.cnt[cInList]--
 	return nil
 }
 
@@ -597,13 +605,9 @@ func (st *txState) mark(refs []keyRef) (int, error) {
 			st.ignored++
 			continue
 		}
-		if err := st.dequeue(&s); err != nil {
+		if err := st.start(&s); err != nil {
 			return 0, err
 		}
-		if err := st.putInProgress(&s); err != nil {
-			return 0, err
-		}
-		st.cnt[cInList]--
 		n++
 	}
 	return n, nil
