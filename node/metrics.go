@@ -54,7 +54,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 			Name: "phasecrawl_urls_new_total", Help: "Discovered URLs the frontier had not seen before.",
 		}),
 		URLsTaken: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "phasecrawl_urls_taken_total", Help: "New URLs a host trip took from its own pages' links and fetched in the same trip (up to bucket.list_cap).",
+			Name: "phasecrawl_urls_taken_total", Help: "URLs a host trip took for itself (up to bucket.list_cap): new ones from its own pages' links, and, for the last page of its list, ones its host had queued.",
 		}),
 		StalledRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_stalled_retries_total", Help: "STALLED URLs released by the retry lane for another try.",
