@@ -2,9 +2,7 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -15,6 +13,15 @@ import (
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
 )
+
+// TestMain runs a crawl and nothing else in a benchmark's child process
+// (see child.go).
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(ChildEnv); spec != "" {
+		os.Exit(runChild(spec))
+	}
+	os.Exit(m.Run())
+}
 
 // crawlTimeout bounds one crawl of the default web (~1 min on 2 cores).
 const crawlTimeout = 3 * time.Minute
@@ -140,12 +147,17 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	}
 	exp := web.Expected(srv.Scope(UserAgent))
 	runtime.GC()
-	stopProfile := startCrawlProfile(b, name)
+	var res Result
 	start := time.Now()
 	b.StartTimer()
-	res, err := run(b, srv)
+	if inProcess() {
+		stopProfile := startCrawlProfile(b, name)
+		res, err = run(b, srv)
+		stopProfile()
+	} else {
+		res, start, err = childCrawl(context.Background(), srv, name, b.TempDir(), crawlProfilePath(name))
+	}
 	b.StopTimer()
-	stopProfile()
 	_ = srv.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -180,12 +192,10 @@ var profiledCrawls int
 // startCrawlProfile starts a CPU profile of one crawl when ProfileEnv is
 // set and returns the function that ends it.
 func startCrawlProfile(b *testing.B, name string) func() {
-	dir := os.Getenv(ProfileEnv)
-	if dir == "" {
+	path := crawlProfilePath(name)
+	if path == "" {
 		return func() {}
 	}
-	profiledCrawls++
-	path := filepath.Join(dir, fmt.Sprintf("%s-%d.prof", name, profiledCrawls))
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
@@ -206,7 +216,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 	for _, bc := range crawlers {
 		b.Run(bc.name, func(b *testing.B) {
 			var pages int64
-			var elapsed, cpu, bound time.Duration
+			var elapsed, cpu, server, bound time.Duration
 			gapViolations := 0
 			b.StopTimer()
 			b.ResetTimer()
@@ -217,9 +227,13 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				pages += res.Pages
 				elapsed += res.Elapsed
 				cpu += res.CPU
+				server += res.ServerCPU
 			}
 			b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 			b.ReportMetric(cpu.Seconds()/(float64(pages)/1000), "CPU-s/1000pages")
+			if server > 0 {
+				b.ReportMetric((cpu-server).Seconds()/(float64(pages)/1000), "own-CPU-s/1000pages")
+			}
 			b.ReportMetric(float64(pages)/float64(b.N), "pages")
 			b.ReportMetric(float64(gapViolations)/float64(b.N), "gap-violations")
 			// The most pages/s any polite crawler can reach on this web: its
@@ -253,7 +267,7 @@ var pairedRuns int
 func benchPaired(b *testing.B, wc synthweb.Config) {
 	web := prerenderedWeb(b, wc)
 	var pages [2]int64
-	var elapsed, cpu [2]time.Duration
+	var elapsed, cpu, server [2]time.Duration
 	first := pairedRuns
 	pairedRuns++
 	b.StopTimer()
@@ -265,6 +279,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 			pages[c] += res.Pages
 			elapsed[c] += res.Elapsed
 			cpu[c] += res.CPU
+			server[c] += res.ServerCPU
 		}
 	}
 	var pps [2]float64
@@ -272,6 +287,9 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 		pps[c] = float64(pages[c]) / elapsed[c].Seconds()
 		b.ReportMetric(pps[c], crawlers[c].name+"-pages/s")
 		b.ReportMetric(cpu[c].Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-CPU-s/1000pages")
+		if server[c] > 0 {
+			b.ReportMetric((cpu[c]-server[c]).Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-own-CPU-s/1000pages")
+		}
 	}
 	b.ReportMetric(pps[0]/pps[1], "ratio")
 }

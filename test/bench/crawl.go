@@ -41,8 +41,12 @@ var UserAgent = config.Default().UserAgent
 type Result struct {
 	Pages   int64         // page fetches (robots.txt excluded)
 	Elapsed time.Duration // start to "nothing left to do"
-	CPU     time.Duration // user+sys CPU of the whole process (web server included) over the same span
-	Series  []Sample      // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
+	CPU     time.Duration // user+sys CPU of the crawler and the web server over the same span
+	// ServerCPU is the web server's part of CPU when the crawler ran in a
+	// child process (see child.go); 0 in process, where the two cannot be
+	// told apart.
+	ServerCPU time.Duration
+	Series    []Sample // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
 }
 
 // cpuTime is the process's user+sys CPU time so far.
