@@ -217,6 +217,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 		b.Run(bc.name, func(b *testing.B) {
 			var pages int64
 			var elapsed, cpu, server, bound time.Duration
+			var allocs uint64
 			gapViolations := 0
 			b.StopTimer()
 			b.ResetTimer()
@@ -228,11 +229,13 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				elapsed += res.Elapsed
 				cpu += res.CPU
 				server += res.ServerCPU
+				allocs += res.Allocs
 			}
 			b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 			b.ReportMetric(cpu.Seconds()/(float64(pages)/1000), "CPU-s/1000pages")
 			if server > 0 {
 				b.ReportMetric((cpu-server).Seconds()/(float64(pages)/1000), "own-CPU-s/1000pages")
+				b.ReportMetric(float64(allocs)/1024/float64(pages), "alloc-KiB/page")
 			}
 			b.ReportMetric(float64(pages)/float64(b.N), "pages")
 			b.ReportMetric(float64(gapViolations)/float64(b.N), "gap-violations")
@@ -268,6 +271,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 	web := prerenderedWeb(b, wc)
 	var pages [2]int64
 	var elapsed, cpu, server [2]time.Duration
+	var allocs [2]uint64
 	first := pairedRuns
 	pairedRuns++
 	b.StopTimer()
@@ -280,6 +284,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 			elapsed[c] += res.Elapsed
 			cpu[c] += res.CPU
 			server[c] += res.ServerCPU
+			allocs[c] += res.Allocs
 		}
 	}
 	var pps [2]float64
@@ -289,6 +294,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 		b.ReportMetric(cpu[c].Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-CPU-s/1000pages")
 		if server[c] > 0 {
 			b.ReportMetric((cpu[c]-server[c]).Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-own-CPU-s/1000pages")
+			b.ReportMetric(float64(allocs[c])/1024/float64(pages[c]), crawlers[c].name+"-alloc-KiB/page")
 		}
 	}
 	b.ReportMetric(pps[0]/pps[1], "ratio")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"time"
 
@@ -88,9 +89,20 @@ func crawlSpecRun(specJSON string) (Result, time.Time, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	start := time.Now()
+	alloc0, start := heapAllocs(), time.Now()
 	res, err := run(context.Background(), srv, spec.Dir)
+	res.Allocs = heapAllocs() - alloc0
 	return res, start, err
+}
+
+// heapAllocs is the bytes the process has allocated on its Go heap so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // inProcessCrawler returns the crawl function of the crawler named name.

@@ -46,7 +46,10 @@ type Result struct {
 	// child process (see child.go); 0 in process, where the two cannot be
 	// told apart.
 	ServerCPU time.Duration
-	Series    []Sample // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
+	// Allocs is the bytes the crawler allocated on its Go heap during the
+	// crawl, when it ran in a child process; 0 in process.
+	Allocs uint64
+	Series []Sample // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
 }
 
 // cpuTime is the process's user+sys CPU time so far.
