@@ -32,7 +32,7 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 	krs := keyRefs(requeue)
 	return &op{kind: opFunc, adds: adds, results: rs, refs: krs, fn: func(st *txState) (int, error) {
 		if tk != nil {
-			tk.got = tk.got[:0] // the transaction may be retried
+			tk.got = tk.got[:0] // only what this run of the write took
 		}
 		n, err := st.add(adds, tk)
 		if err != nil {

@@ -416,7 +416,9 @@ func (st *txState) begin(tx *bolt.Tx) {
 	st.stalled.FillPercent = 0.9
 	st.hosts = tx.Bucket(bHosts)
 	st.meta = tx.Bucket(bMeta)
-	// begin may run again if bbolt retries; start from the committed state.
+	// Start from the committed state: commit runs its function once (DB.Update,
+	// never DB.Batch, which may run it twice), and a failed transaction
+	// leaves nothing behind.
 	st.seq, st.cnt, st.ignored = st.f.seq, st.f.wcnt, 0
 	st.hostCache = make(map[string]*HostStats)
 }
