@@ -158,6 +158,7 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 		res, start, err = childCrawl(context.Background(), srv, name, b.TempDir(), crawlProfilePath(name))
 	}
 	b.StopTimer()
+	res.Conns = srv.Conns()
 	_ = srv.Close()
 	if err != nil {
 		b.Fatal(err)
@@ -218,6 +219,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 			var pages int64
 			var elapsed, cpu, server, bound time.Duration
 			var allocs uint64
+			var conns int64
 			gapViolations := 0
 			b.StopTimer()
 			b.ResetTimer()
@@ -230,6 +232,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				cpu += res.CPU
 				server += res.ServerCPU
 				allocs += res.Allocs
+				conns += res.Conns
 			}
 			b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 			b.ReportMetric(cpu.Seconds()/(float64(pages)/1000), "CPU-s/1000pages")
@@ -238,6 +241,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				b.ReportMetric(float64(allocs)/1024/float64(pages), "alloc-KiB/page")
 			}
 			b.ReportMetric(float64(pages)/float64(b.N), "pages")
+			b.ReportMetric(float64(conns)/float64(b.N), "conns")
 			b.ReportMetric(float64(gapViolations)/float64(b.N), "gap-violations")
 			// The most pages/s any polite crawler can reach on this web: its
 			// slowest host's chain of requests (synthweb.Expectation.MinCrawlTime).
@@ -272,6 +276,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 	var pages [2]int64
 	var elapsed, cpu, server [2]time.Duration
 	var allocs [2]uint64
+	var conns [2]int64
 	first := pairedRuns
 	pairedRuns++
 	b.StopTimer()
@@ -285,6 +290,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 			cpu[c] += res.CPU
 			server[c] += res.ServerCPU
 			allocs[c] += res.Allocs
+			conns[c] += res.Conns
 		}
 	}
 	var pps [2]float64
@@ -292,6 +298,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 		pps[c] = float64(pages[c]) / elapsed[c].Seconds()
 		b.ReportMetric(pps[c], crawlers[c].name+"-pages/s")
 		b.ReportMetric(cpu[c].Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-CPU-s/1000pages")
+		b.ReportMetric(float64(conns[c])/float64(b.N), crawlers[c].name+"-conns")
 		if server[c] > 0 {
 			b.ReportMetric((cpu[c]-server[c]).Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-own-CPU-s/1000pages")
 			b.ReportMetric(float64(allocs[c])/1024/float64(pages[c]), crawlers[c].name+"-alloc-KiB/page")

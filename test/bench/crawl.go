@@ -49,6 +49,9 @@ type Result struct {
 	// Allocs is the bytes the crawler allocated on its Go heap during the
 	// crawl, when it ran in a child process; 0 in process.
 	Allocs uint64
+	// Conns is how many connections the web accepted during the crawl
+	// (set by the benchmark, which owns the web).
+	Conns  int64
 	Series []Sample // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
@@ -22,10 +23,11 @@ const MaxPagesPerHost = 1000
 
 // Server is the synthetic web served on 127.0.0.1.
 type Server struct {
-	Web  *synthweb.Web
-	Addr string // HOST:PORT of the listener
-	srv  *http.Server
-	done chan struct{}
+	Web   *synthweb.Web
+	Addr  string // HOST:PORT of the listener
+	srv   *http.Server
+	done  chan struct{}
+	conns atomic.Int64
 }
 
 // Start serves web on a fresh loopback port.
@@ -34,8 +36,13 @@ func Start(web *synthweb.Web) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webnode: listen: %w", err)
 	}
-	s := &Server{Web: web, Addr: ln.Addr().String(), done: make(chan struct{}),
-		srv: &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}}
+	s := &Server{Web: web, Addr: ln.Addr().String(), done: make(chan struct{})}
+	s.srv = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.conns.Add(1)
+			}
+		}}
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -44,6 +51,9 @@ func Start(web *synthweb.Web) (*Server, error) {
 	}()
 	return s, nil
 }
+
+// Conns is how many connections the server has accepted.
+func (s *Server) Conns() int64 { return s.conns.Load() }
 
 // Close stops the server.
 func (s *Server) Close() error {
