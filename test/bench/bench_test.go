@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -21,20 +23,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(spec))
 	}
 	os.Exit(m.Run())
-}
-
-// crawlTimeout bounds one crawl of the default web (~1 min on 2 cores).
-const crawlTimeout = 3 * time.Minute
-
-// crawler runs one whole crawl of the web served by srv.
-type crawler func(b testing.TB, srv *webnode.Server) (Result, error)
-
-func phasecrawlCrawler(tb testing.TB, srv *webnode.Server) (Result, error) {
-	return RunPhasecrawl(context.Background(), srv, tb.TempDir(), crawlTimeout)
-}
-
-func collyCrawler(_ testing.TB, srv *webnode.Server) (Result, error) {
-	return RunColly(context.Background(), srv, crawlTimeout)
 }
 
 // splitViolations separates politeness-gap violations (the only kind a
@@ -81,12 +69,6 @@ func largeConfig() synthweb.Config {
 	wc.Pages *= 4
 	return wc
 }
-
-// crawlers are the two crawlers compared, phasecrawl first.
-var crawlers = [2]struct {
-	name string
-	run  crawler
-}{{"phasecrawl", phasecrawlCrawler}, {"colly", collyCrawler}}
 
 // prerenderedWeb builds the web of wc with its pages rendered once, before
 // any crawl: the web server's rendering and gzip are the harness's cost, not
@@ -152,7 +134,7 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	b.StartTimer()
 	if inProcess() {
 		stopProfile := startCrawlProfile(b, name)
-		res, err = run(b, srv)
+		res, err = run(context.Background(), srv, b.TempDir())
 		stopProfile()
 	} else {
 		res, start, err = childCrawl(context.Background(), srv, name, b.TempDir(), crawlProfilePath(name))
@@ -189,6 +171,18 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 const ProfileEnv = "PHASECRAWL_BENCH_CPUPROFILE"
 
 var profiledCrawls int
+
+// crawlProfilePath is the CPU profile path of the next crawl named name
+// when ProfileEnv is set (NAME-N.prof, N counting the crawls of the
+// process), else "".
+func crawlProfilePath(name string) string {
+	dir := os.Getenv(ProfileEnv)
+	if dir == "" {
+		return ""
+	}
+	profiledCrawls++
+	return filepath.Join(dir, fmt.Sprintf("%s-%d.prof", name, profiledCrawls))
+}
 
 // startCrawlProfile starts a CPU profile of one crawl when ProfileEnv is
 // set and returns the function that ends it.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime/metrics"
 	"runtime/pprof"
 	"time"
@@ -69,9 +68,9 @@ func crawlSpecRun(specJSON string) (Result, time.Time, error) {
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return Result{}, time.Time{}, fmt.Errorf("bench child: spec: %w", err)
 	}
-	run, err := inProcessCrawler(spec.Crawler)
-	if err != nil {
-		return Result{}, time.Time{}, err
+	run := crawlerNamed(spec.Crawler)
+	if run == nil {
+		return Result{}, time.Time{}, fmt.Errorf("bench child: no crawler %q", spec.Crawler)
 	}
 	web, err := synthweb.New(spec.Web)
 	if err != nil {
@@ -105,19 +104,34 @@ func heapAllocs() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// inProcessCrawler returns the crawl function of the crawler named name.
-func inProcessCrawler(name string) (func(ctx context.Context, srv *webnode.Server, dir string) (Result, error), error) {
-	switch name {
-	case "phasecrawl":
-		return func(ctx context.Context, srv *webnode.Server, dir string) (Result, error) {
-			return RunPhasecrawl(ctx, srv, dir, crawlTimeout)
-		}, nil
-	case "colly":
-		return func(ctx context.Context, srv *webnode.Server, _ string) (Result, error) {
-			return RunColly(ctx, srv, crawlTimeout)
-		}, nil
+// crawlTimeout bounds one crawl of the default web (~1 min on 2 cores).
+const crawlTimeout = 3 * time.Minute
+
+// crawler runs one whole crawl of the web served by srv, keeping its data
+// (if any) under dir.
+type crawler func(ctx context.Context, srv *webnode.Server, dir string) (Result, error)
+
+// crawlers are the two crawlers compared, phasecrawl first.
+var crawlers = [2]struct {
+	name string
+	run  crawler
+}{
+	{"phasecrawl", func(ctx context.Context, srv *webnode.Server, dir string) (Result, error) {
+		return RunPhasecrawl(ctx, srv, dir, crawlTimeout)
+	}},
+	{"colly", func(ctx context.Context, srv *webnode.Server, _ string) (Result, error) {
+		return RunColly(ctx, srv, crawlTimeout)
+	}},
+}
+
+// crawlerNamed is the crawler of crawlers named name, or nil.
+func crawlerNamed(name string) crawler {
+	for _, c := range crawlers {
+		if c.name == name {
+			return c.run
+		}
 	}
-	return nil, fmt.Errorf("bench: no crawler %q", name)
+	return nil
 }
 
 // childCrawl runs the crawler named name in a child process against srv and
@@ -152,18 +166,6 @@ func childCrawl(ctx context.Context, srv *webnode.Server, name, dir, profile str
 	out.Result.ServerCPU = server
 	out.Result.CPU += server
 	return out.Result, out.Start, nil
-}
-
-// crawlProfilePath is the CPU profile path of the next crawl named name
-// when ProfileEnv is set (NAME-N.prof, N counting the crawls of the
-// process), else "".
-func crawlProfilePath(name string) string {
-	dir := os.Getenv(ProfileEnv)
-	if dir == "" {
-		return ""
-	}
-	profiledCrawls++
-	return filepath.Join(dir, fmt.Sprintf("%s-%d.prof", name, profiledCrawls))
 }
 
 // inProcess reports whether InProcessEnv asks for in-process crawls.

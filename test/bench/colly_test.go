@@ -36,7 +36,7 @@ func checkCrawler(t *testing.T, name string, run crawler) {
 		t.Fatalf("small web lacks a feature: crawl-delay hosts %d, disallowed %d, trap hosts %d",
 			len(exp.CrawlDelay), len(exp.Disallowed), len(exp.TrapHosts))
 	}
-	res, err := run(t, srv)
+	res, err := run(context.Background(), srv, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +56,14 @@ func checkCrawler(t *testing.T, name string, run crawler) {
 // once, robots.txt obeyed and fetched once per host, at most one request in
 // flight per host, Crawl-delay honoured, the trap bounded, nothing else).
 func TestCollyCorrect(t *testing.T) {
-	checkCrawler(t, "colly", func(_ testing.TB, srv *webnode.Server) (Result, error) {
-		return RunColly(context.Background(), srv, 2*time.Minute)
+	checkCrawler(t, "colly", func(ctx context.Context, srv *webnode.Server, _ string) (Result, error) {
+		return RunColly(ctx, srv, 2*time.Minute)
 	})
 }
 
 // TestPhasecrawlCorrect is the same check for phasecrawl on the same web.
 func TestPhasecrawlCorrect(t *testing.T) {
-	checkCrawler(t, "phasecrawl", func(tb testing.TB, srv *webnode.Server) (Result, error) {
-		return RunPhasecrawl(context.Background(), srv, tb.TempDir(), 2*time.Minute)
+	checkCrawler(t, "phasecrawl", func(ctx context.Context, srv *webnode.Server, dir string) (Result, error) {
+		return RunPhasecrawl(ctx, srv, dir, 2*time.Minute)
 	})
 }
