@@ -67,3 +67,21 @@ func TestPhasecrawlCorrect(t *testing.T) {
 		return RunPhasecrawl(ctx, srv, dir, 2*time.Minute)
 	})
 }
+
+// TestCrawlersInChild runs both crawlers the way the benchmarks do, each in
+// a child process (childCrawl), and checks them as above: the child
+// rebuilds the same web from its configuration and reports a Result the
+// parent accepts.
+func TestCrawlersInChild(t *testing.T) {
+	for _, c := range crawlers {
+		t.Run(c.name, func(t *testing.T) {
+			checkCrawler(t, c.name, func(ctx context.Context, srv *webnode.Server, dir string) (Result, error) {
+				res, start, err := childCrawl(ctx, srv, c.name, dir, "")
+				if err == nil && (start.IsZero() || res.ServerCPU <= 0 || res.CPU < res.ServerCPU || res.Allocs == 0) {
+					t.Errorf("child report incomplete: start %v, CPU %v, server CPU %v, allocs %d", start, res.CPU, res.ServerCPU, res.Allocs)
+				}
+				return res, err
+			})
+		})
+	}
+}
