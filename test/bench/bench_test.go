@@ -213,7 +213,7 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 			var pages int64
 			var elapsed, cpu, server, bound time.Duration
 			var allocs uint64
-			var conns int64
+			var conns, rss int64
 			gapViolations := 0
 			b.StopTimer()
 			b.ResetTimer()
@@ -227,12 +227,14 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				server += res.ServerCPU
 				allocs += res.Allocs
 				conns += res.Conns
+				rss = max(rss, res.RSSGrowth)
 			}
 			b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
 			b.ReportMetric(cpu.Seconds()/(float64(pages)/1000), "CPU-s/1000pages")
 			if server > 0 {
 				b.ReportMetric((cpu-server).Seconds()/(float64(pages)/1000), "own-CPU-s/1000pages")
 				b.ReportMetric(float64(allocs)/1024/float64(pages), "alloc-KiB/page")
+				b.ReportMetric(float64(rss)/(1<<20), "rss-growth-MiB")
 			}
 			b.ReportMetric(float64(pages)/float64(b.N), "pages")
 			b.ReportMetric(float64(conns)/float64(b.N), "conns")
@@ -270,7 +272,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 	var pages [2]int64
 	var elapsed, cpu, server [2]time.Duration
 	var allocs [2]uint64
-	var conns [2]int64
+	var conns, rss [2]int64
 	first := pairedRuns
 	pairedRuns++
 	b.StopTimer()
@@ -285,6 +287,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 			server[c] += res.ServerCPU
 			allocs[c] += res.Allocs
 			conns[c] += res.Conns
+			rss[c] = max(rss[c], res.RSSGrowth)
 		}
 	}
 	var pps [2]float64
@@ -296,6 +299,7 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 		if server[c] > 0 {
 			b.ReportMetric((cpu[c]-server[c]).Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-own-CPU-s/1000pages")
 			b.ReportMetric(float64(allocs[c])/1024/float64(pages[c]), crawlers[c].name+"-alloc-KiB/page")
+			b.ReportMetric(float64(rss[c])/(1<<20), crawlers[c].name+"-rss-growth-MiB")
 		}
 	}
 	b.ReportMetric(pps[0]/pps[1], "ratio")

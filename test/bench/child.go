@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
@@ -88,10 +91,45 @@ func crawlSpecRun(specJSON string) (Result, time.Time, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	rss0 := resetPeakRSS()
 	alloc0, start := heapAllocs(), time.Now()
 	res, err := run(context.Background(), srv, spec.Dir)
 	res.Allocs = heapAllocs() - alloc0
+	if hwm := procStatus("VmHWM"); hwm > rss0 {
+		res.RSSGrowth = hwm - rss0
+	}
 	return res, start, err
+}
+
+// resetPeakRSS gives the system back what the setup freed, resets the
+// process's peak resident set to its current one (Linux: "5" to
+// /proc/self/clear_refs) and returns the current one (0 where there is
+// none).
+func resetPeakRSS() int64 {
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return 0
+	}
+	return procStatus("VmRSS")
+}
+
+// procStatus is the size field name of /proc/self/status (in kB there)
+// in bytes, or 0.
+func procStatus(name string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // heapAllocs is the bytes the process has allocated on its Go heap so far.

@@ -49,6 +49,11 @@ type Result struct {
 	// Allocs is the bytes the crawler allocated on its Go heap during the
 	// crawl, when it ran in a child process; 0 in process.
 	Allocs uint64
+	// RSSGrowth is how much the crawler process's peak resident set during
+	// the crawl exceeded its resident set at the start (after its setup:
+	// the child's copy of the web's structure), in bytes, when it ran in a
+	// child process on Linux; 0 otherwise.
+	RSSGrowth int64
 	// Conns is how many connections the web accepted during the crawl
 	// (set by the benchmark, which owns the web).
 	Conns  int64
