@@ -66,6 +66,8 @@ func runChild(specJSON string) int {
 	return 0
 }
 
+// crawlSpecRun decodes a child's spec, rebuilds the web's description and
+// runs the crawl; it returns the crawl's Result and start.
 func crawlSpecRun(specJSON string) (Result, time.Time, error) {
 	var spec crawlSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
