@@ -206,14 +206,48 @@ func startCrawlProfile(b *testing.B, name string) func() {
 	}
 }
 
+// tally sums the Results of one crawler's crawls in a benchmark.
+type tally struct {
+	pages                int64
+	elapsed, cpu, server time.Duration
+	allocs               uint64
+	conns, rss           int64 // rss: the largest RSSGrowth
+}
+
+func (t *tally) add(res Result) {
+	t.pages += res.Pages
+	t.elapsed += res.Elapsed
+	t.cpu += res.CPU
+	t.server += res.ServerCPU
+	t.allocs += res.Allocs
+	t.conns += res.Conns
+	t.rss = max(t.rss, res.RSSGrowth)
+}
+
+// pps is the crawls' pages per second.
+func (t *tally) pps() float64 { return float64(t.pages) / t.elapsed.Seconds() }
+
+// report reports the tally's metrics over n crawls, each name prefixed by
+// prefix: pages/s, CPU-s/1000pages and conns, and when the crawler ran in
+// a child process own-CPU-s/1000pages, alloc-KiB/page and rss-growth-MiB.
+func (t *tally) report(b *testing.B, prefix string, n int) {
+	kpages := float64(t.pages) / 1000
+	b.ReportMetric(t.pps(), prefix+"pages/s")
+	b.ReportMetric(t.cpu.Seconds()/kpages, prefix+"CPU-s/1000pages")
+	b.ReportMetric(float64(t.conns)/float64(n), prefix+"conns")
+	if t.server > 0 {
+		b.ReportMetric((t.cpu-t.server).Seconds()/kpages, prefix+"own-CPU-s/1000pages")
+		b.ReportMetric(float64(t.allocs)/1024/float64(t.pages), prefix+"alloc-KiB/page")
+		b.ReportMetric(float64(t.rss)/(1<<20), prefix+"rss-growth-MiB")
+	}
+}
+
 func benchCrawl(b *testing.B, wc synthweb.Config) {
 	web := prerenderedWeb(b, wc)
 	for _, bc := range crawlers {
 		b.Run(bc.name, func(b *testing.B) {
-			var pages int64
-			var elapsed, cpu, server, bound time.Duration
-			var allocs uint64
-			var conns, rss int64
+			var t tally
+			var bound time.Duration
 			gapViolations := 0
 			b.StopTimer()
 			b.ResetTimer()
@@ -221,27 +255,14 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 				res, gaps, least := checkedCrawl(b, web, bc.name, bc.run, i)
 				gapViolations += gaps
 				bound += least
-				pages += res.Pages
-				elapsed += res.Elapsed
-				cpu += res.CPU
-				server += res.ServerCPU
-				allocs += res.Allocs
-				conns += res.Conns
-				rss = max(rss, res.RSSGrowth)
+				t.add(res)
 			}
-			b.ReportMetric(float64(pages)/elapsed.Seconds(), "pages/s")
-			b.ReportMetric(cpu.Seconds()/(float64(pages)/1000), "CPU-s/1000pages")
-			if server > 0 {
-				b.ReportMetric((cpu-server).Seconds()/(float64(pages)/1000), "own-CPU-s/1000pages")
-				b.ReportMetric(float64(allocs)/1024/float64(pages), "alloc-KiB/page")
-				b.ReportMetric(float64(rss)/(1<<20), "rss-growth-MiB")
-			}
-			b.ReportMetric(float64(pages)/float64(b.N), "pages")
-			b.ReportMetric(float64(conns)/float64(b.N), "conns")
+			t.report(b, "", b.N)
+			b.ReportMetric(float64(t.pages)/float64(b.N), "pages")
 			b.ReportMetric(float64(gapViolations)/float64(b.N), "gap-violations")
 			// The most pages/s any polite crawler can reach on this web: its
 			// slowest host's chain of requests (synthweb.Expectation.MinCrawlTime).
-			b.ReportMetric(float64(pages)/bound.Seconds(), "bound-pages/s")
+			b.ReportMetric(float64(t.pages)/bound.Seconds(), "bound-pages/s")
 		})
 	}
 }
@@ -250,8 +271,9 @@ func benchCrawl(b *testing.B, wc synthweb.Config) {
 // in each iteration (phasecrawl first in even iterations, colly first in
 // odd ones, counting the iterations of every call in the process), so the machine's drift (15-20% within an hour on the machines
 // this was measured on) and the first crawl of a process being slower
-// weigh on both alike. Metrics: each crawler's pages/s and CPU-s/1000pages,
-// and ratio, phasecrawl's pages/s over colly's in the iterations' sum.
+// weigh on both alike. Metrics: each crawler's (tally.report, prefixed by
+// its name), and ratio, phasecrawl's pages/s over colly's in the
+// iterations' sum.
 func BenchmarkPaired(b *testing.B) {
 	benchPaired(b, synthweb.DefaultConfig())
 }
@@ -269,10 +291,7 @@ var pairedRuns int
 
 func benchPaired(b *testing.B, wc synthweb.Config) {
 	web := prerenderedWeb(b, wc)
-	var pages [2]int64
-	var elapsed, cpu, server [2]time.Duration
-	var allocs [2]uint64
-	var conns, rss [2]int64
+	var t [2]tally
 	first := pairedRuns
 	pairedRuns++
 	b.StopTimer()
@@ -281,26 +300,11 @@ func benchPaired(b *testing.B, wc synthweb.Config) {
 		for k := range 2 {
 			c := (first + i + k) % 2 // alternate which crawler goes first
 			res, _, _ := checkedCrawl(b, web, crawlers[c].name, crawlers[c].run, i)
-			pages[c] += res.Pages
-			elapsed[c] += res.Elapsed
-			cpu[c] += res.CPU
-			server[c] += res.ServerCPU
-			allocs[c] += res.Allocs
-			conns[c] += res.Conns
-			rss[c] = max(rss[c], res.RSSGrowth)
+			t[c].add(res)
 		}
 	}
-	var pps [2]float64
 	for c := range 2 {
-		pps[c] = float64(pages[c]) / elapsed[c].Seconds()
-		b.ReportMetric(pps[c], crawlers[c].name+"-pages/s")
-		b.ReportMetric(cpu[c].Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-CPU-s/1000pages")
-		b.ReportMetric(float64(conns[c])/float64(b.N), crawlers[c].name+"-conns")
-		if server[c] > 0 {
-			b.ReportMetric((cpu[c]-server[c]).Seconds()/(float64(pages[c])/1000), crawlers[c].name+"-own-CPU-s/1000pages")
-			b.ReportMetric(float64(allocs[c])/1024/float64(pages[c]), crawlers[c].name+"-alloc-KiB/page")
-			b.ReportMetric(float64(rss[c])/(1<<20), crawlers[c].name+"-rss-growth-MiB")
-		}
+		t[c].report(b, crawlers[c].name+"-", b.N)
 	}
-	b.ReportMetric(pps[0]/pps[1], "ratio")
+	b.ReportMetric(t[0].pps()/t[1].pps(), "ratio")
 }
