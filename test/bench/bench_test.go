@@ -94,7 +94,9 @@ func prerenderedWeb(b *testing.B, wc synthweb.Config) *synthweb.Web {
 // the ~1.1 GiB between them page by page (the kernel zeroes each page; on
 // this machine kind ~2 core-s, and the crawl's first seconds run at half
 // speed), and the later crawls reuse it, so whichever crawler went first
-// paid the harness's cost.
+// paid the harness's cost. That was measured with the crawlers in this
+// process (PHASECRAWL_BENCH_INPROCESS=1); in a child, only the web server
+// allocates here.
 func warmHeap() {
 	runtime.GC()
 	var ms runtime.MemStats
