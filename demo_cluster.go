@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
-	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -60,14 +59,7 @@ func startDemoCluster(ctx context.Context, srv *webnode.Server, dir string, dela
 			return fail(fmt.Errorf("demo: listen on %s (a loopback alias; Linux has 127.0.0.0/8, other systems need `ifconfig lo0 alias`): %w", d.ip, err))
 		}
 		var gossip string
-		hook := func(f *frontier.Frontier, wake func()) (node.Router, node.PhaseClock, io.Closer, error) {
-			c, err := cluster.Start(cluster.NodeConfigFrom(cfg, key, ln.Addr().String(), wake), f, log.With("node", d.name))
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			gossip = c.Members().Addr()
-			return c, c.PhaseClock(), c, nil
-		}
+		hook := newClusterHook(cfg, key, ln.Addr().String(), log.With("node", d.name), func(c *cluster.Cluster) { gossip = c.Members().Addr() })
 		if d.n, err = node.New(cfg, node.Options{Logger: log.With("node", d.name), Listener: ln, Cluster: hook}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("demo: %s: %w", d.name, err))

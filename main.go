@@ -23,7 +23,6 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -111,19 +110,31 @@ func cmdRun(args []string, stderr io.Writer) error {
 	return n.Run(ctx)
 }
 
-// clusterHook builds the node's cluster layer (issue 3) from the cluster
-// section of the configuration: gossip membership, URL ownership and
-// exchange, and the phase schedule.
+// clusterHook builds the node's cluster layer from the cluster section of
+// the configuration: gossip membership, URL ownership and exchange, and
+// the phase schedule.
 func clusterHook(cfg config.Config, log *slog.Logger) (node.ClusterHook, error) {
 	key, err := cluster.LoadKey(cfg.Cluster.KeyFile)
 	if err != nil {
 		return nil, err
 	}
-	return func(f *frontier.Frontier, wake func()) (node.Router, node.PhaseClock, io.Closer, error) {
-		c, err := cluster.Start(cluster.NodeConfigFrom(cfg, key, cfg.HTTP, wake), f, log)
+	return newClusterHook(cfg, key, cfg.HTTP, log, nil), nil
+}
+
+// newClusterHook returns the hook that starts one node's cluster layer with
+// key, gossiping api as the node's API address; started, if set, gets the
+// cluster once it runs.
+func newClusterHook(cfg config.Config, key []byte, api string, log *slog.Logger, started func(*cluster.Cluster)) node.ClusterHook {
+	return func(env node.ClusterEnv) (node.Router, node.PhaseClock, io.Closer, error) {
+		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
+		cc.Scope = env.SeedHosts
+		c, err := cluster.Start(cc, env.Frontier, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		if started != nil {
+			started(c)
+		}
 		return c, c.PhaseClock(), c, nil
-	}, nil
+	}
 }

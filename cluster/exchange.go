@@ -236,9 +236,18 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 	return added, errors.Join(append(errs, err)...)
 }
 
-// routeOf is the peer an outbox entry should now go to ("" = where it is).
-func (x *Exchange) routeOf(e Entry) string {
-	if e.Kind == KindReplica {
+// routeOf is the peer an outbox entry filed under peer should now go to
+// ("" = where it is, dropEntry = nowhere).
+func (x *Exchange) routeOf(peer string, e Entry) string {
+	switch e.Kind {
+	case KindScope:
+		// For that member alone: kept while it is a member, dropped once
+		// it is gone (it gets the whole set again when it comes back).
+		if _, ok := x.cfg.AddrOf(peer); ok {
+			return ""
+		}
+		return dropEntry
+	case KindReplica:
 		if x.cfg.ReplicaOf == nil {
 			return ""
 		}
@@ -483,7 +492,7 @@ func (s *sender) run() {
 			return
 		}
 		s.lastSend = time.Now()
-		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, x.routeOf)
+		t, err := ob.take(x.ctx, s.peer, x.cfg.MaxBatch, x.cfg.MaxFrame-64, func(e Entry) string { return x.routeOf(s.peer, e) })
 		if err != nil {
 			if x.ctx.Err() != nil {
 				return

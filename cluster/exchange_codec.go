@@ -28,7 +28,16 @@ const (
 	// keeps it as COMPLETED (reason "replica") so that, should the owner
 	// fail, the URL is not crawled again by the member that takes its share.
 	KindReplica Kind = 3
-	maxKind          = KindReplica
+	// KindScope carries a seed host (Host; URL empty) to every member: with
+	// no allow_hosts or allow_domains configured the seeds' hosts are the
+	// crawl's scope, and every member must judge links by the same set.
+	// A member files the entries under every other member before it routes
+	// the seeds on those hosts, and sends its whole set to a member it sees
+	// come alive (a join, a restart, a heal) before it moves records to it:
+	// a member's queue is delivered in order, so a member knows a seed's
+	// host before it fetches the seed or anything found from it.
+	KindScope Kind = 4
+	maxKind        = KindScope
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -71,8 +80,10 @@ var errTrunc = errors.New("truncated")
 func checkEntry(e Entry) error {
 	switch {
 	case e.Kind > maxKind:
-		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved) or 3 (replica)", e.Kind)
-	case e.URL == "" || len(e.URL) > MaxEntryURL:
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica) or 4 (scope)", e.Kind)
+	case e.Kind == KindScope && (e.Host == "" || e.URL != ""):
+		return fmt.Errorf("scope entry: must have a host and no URL")
+	case e.Kind != KindScope && (e.URL == "" || len(e.URL) > MaxEntryURL):
 		return fmt.Errorf("url of %d bytes: must be 1..%d", len(e.URL), MaxEntryURL)
 	case len(e.Host) > MaxEntryHost:
 		return fmt.Errorf("host of %d bytes: at most %d", len(e.Host), MaxEntryHost)

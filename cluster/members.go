@@ -52,6 +52,9 @@ type NodeMeta struct {
 	// Started is when this node's process started (unix ns): a member
 	// back under the same name is a new ring member (Ring.ID).
 	Started int64 `json:"started,omitempty"`
+	// Scope is the digest of the node's scope settings (ScopeDigestOf):
+	// every member must run with the same.
+	Scope string `json:"scope,omitempty"`
 }
 
 // MembersConfig configures StartMembers.
@@ -134,6 +137,7 @@ type Member struct {
 	View     string      `json:"-"` // NodeMeta.View
 	ViewFrom int64       `json:"-"` // NodeMeta.ViewFrom
 	Started  int64       `json:"-"` // NodeMeta.Started
+	Scope    string      `json:"-"` // NodeMeta.Scope
 	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
 }
 
@@ -414,7 +418,7 @@ func toMember(n *memberlist.Node) Member {
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
 		x.API, x.Exchange, x.Settled, x.Leaving, x.From = meta.API, meta.Exchange, meta.Settled, meta.Leaving, meta.From
-		x.View, x.ViewFrom, x.Started = meta.View, meta.ViewFrom, meta.Started
+		x.View, x.ViewFrom, x.Started, x.Scope = meta.View, meta.ViewFrom, meta.Started, meta.Scope
 	}
 	switch n.State {
 	case memberlist.StateAlive:

@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +61,14 @@ type NodeConfig struct {
 	// TakeoverAfter is how long the URLs owned by a member declared dead
 	// wait (Held) before this node crawls those that reach it; 0: at once.
 	TakeoverAfter time.Duration
+	// Scope is the node's seed-host set, the crawl's scope when no
+	// allow_hosts or allow_domains are configured: the cluster gives every
+	// member the same set (KindScope). nil: the configuration alone is
+	// the scope.
+	Scope ScopeDelegate
+	// ScopeDigest identifies the node's scope settings (ScopeDigestOf); a
+	// node refuses to join members whose digest differs.
+	ScopeDigest string
 	// JoinTimeout bounds how long a starting node waits, before it
 	// fetches, for every member to have moved the records it owns to it
 	// (see Cluster). Default 2m.
@@ -78,8 +89,35 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
-		TakeoverAfter: k.TakeoverAfter,
+		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope),
 	}
+}
+
+// ScopeDelegate keeps the node's seed hosts for the cluster. The node's
+// scope is its configuration plus, when no allow_hosts or allow_domains is
+// set, the hosts of the seeds posted to any member.
+type ScopeDelegate interface {
+	// SeedHosts returns every seed host known to the node.
+	SeedHosts() []string
+	// AddSeedHosts durably adds hosts (learned from another member) and
+	// returns those that were new.
+	AddSeedHosts(hosts []string) ([]string, error)
+}
+
+// ScopeDigestOf is a short digest of the scope settings that must be the
+// same on every member: allowed hosts and domains, include and exclude
+// patterns, the depth and per-host page limits.
+func ScopeDigestOf(s config.Scope) string {
+	h := sha256.New()
+	for _, part := range [][]string{s.AllowHosts, s.AllowDomains, s.Include, s.Exclude,
+		{strconv.Itoa(s.MaxDepth), strconv.Itoa(s.MaxPagesPerHost)}} {
+		for _, v := range part {
+			h.Write([]byte(v))
+			h.Write([]byte{0})
+		}
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // Cluster is the cluster layer of one node: membership, the durable outbox
@@ -115,6 +153,9 @@ type Cluster struct {
 	alive atomic.Int64                      // members seen alive, this one included
 
 	peersLeaving atomic.Pointer[map[string]bool] // other members handing off before they leave
+
+	scopeMu   sync.Mutex       // guards scopeSent
+	scopeSent map[string]int64 // members alive at the last update (name -> Started): they have our seed hosts
 
 	metaMu sync.Mutex // guards meta and serializes its updates
 	meta   NodeMeta
@@ -163,6 +204,9 @@ func (l localStore) AddKind(ctx context.Context, kind Kind, urls []frontier.NewU
 func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
+	}
+	if kind == KindScope {
+		return c.addSeedHosts(urls)
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
@@ -349,12 +393,16 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.x, err = NewExchange(xc); err != nil {
 		return nil, err
 	}
-	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead), Started: time.Now().UnixNano()}
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead), Started: time.Now().UnixNano(),
+		Scope: cfg.ScopeDigest}
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
 		Meta: meta, Logger: logger, Tune: cfg.Tune,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkScope(cfg.Name, cfg.ScopeDigest, c.members.Alive()); err != nil {
 		return nil, err
 	}
 	if h, p, err := net.SplitHostPort(meta.Exchange); err == nil {
@@ -429,6 +477,9 @@ func (c *Cluster) update() {
 	}
 	c.addrs.Store(&addrs)
 	c.alive.Store(int64(len(names)))
+	// Before anything else is filed for them (a rebalance's records):
+	// members come alive get this node's seed hosts first.
+	c.shareScopeWith(c.newlyAlive(alive))
 	// A member handing its records off before it leaves keeps its share
 	// until it is gone (URLs discovered for it wait in the outboxes, and
 	// what it hands off stays where it arrives); the leaving node itself

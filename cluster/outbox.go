@@ -264,8 +264,13 @@ type taken struct {
 	dropped int  // undecodable entries removed
 }
 
+// dropEntry, returned by take's ownerOf, removes an entry that is owed to
+// nobody any more.
+const dropEntry = "\x00drop"
+
 // take re-checks the owner of the oldest entries of peer's queue, re-files
-// those that moved to another owner (ownerOf; "" keeps them), and returns up
+// those that moved to another owner (ownerOf; "" keeps them, dropEntry
+// removes them), and returns up
 // to max entries (maxBytes encoded) still owned by peer as one batch, whose
 // ID is recorded durably: the ID of a batch taken before and not acked is
 // reused. At most 4*max entries are examined per call; ownerOf must be fast.
@@ -293,10 +298,15 @@ func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, owner
 			e, err := decodeEntry(v)
 			if err != nil {
 				o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
+				t.dropped++
 				drop = append(drop, bytes.Clone(k))
 				continue
 			}
 			owner := ownerOf(e)
+			if owner == dropEntry {
+				drop = append(drop, bytes.Clone(k))
+				continue
+			}
 			if owner != "" && owner != peer {
 				moves = append(moves, move{bytes.Clone(k), owner, bytes.Clone(v)})
 				continue
@@ -314,7 +324,6 @@ func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, owner
 			}
 		}
 		d.add(peer, -len(drop))
-		t.dropped = len(drop)
 		for _, m := range moves {
 			if err := q.Delete(m.key); err != nil {
 				return err

@@ -34,6 +34,12 @@ func (tc *testCluster) kill(t *testing.T) {
 
 func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
 	t.Helper()
+	return startTestClusterWith(t, name, nil, join...)
+}
+
+// startTestClusterWith starts a test node whose configuration tune adjusts.
+func startTestClusterWith(t *testing.T, name string, tune func(*NodeConfig), join ...string) *testCluster {
+	t.Helper()
 	dir := t.TempDir()
 	fo := frontier.DefaultOptions(filepath.Join(dir, "frontier.db"))
 	fo.NoSync = true
@@ -41,12 +47,16 @@ func startTestCluster(t *testing.T, name string, join ...string) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Start(NodeConfig{
+	cfg := NodeConfig{
 		Name: name, Gossip: "127.0.0.1:0", Join: join, Key: testKey, Exchange: "127.0.0.1:0", API: "127.0.0.1:1",
 		Outbox: filepath.Join(dir, "outbox.db"), Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
 		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second, HandoffTimeout: 30 * time.Second,
 		JoinTimeout: time.Minute,
-	}, f, testLogger())
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	c, err := Start(cfg, f, testLogger())
 	if err != nil {
 		_ = f.Close()
 		t.Fatal(err)

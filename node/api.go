@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -197,8 +199,12 @@ func (a *seedAdder) flush() error {
 		p.refused = err.Error()
 	}
 	if n.seedHosts != nil {
-		if err := n.seedHosts.AddAll(hosts); err != nil {
+		fresh, err := n.seedHosts.AddSeedHosts(hosts)
+		if err != nil {
 			return fmt.Errorf("node: remember seed hosts: %w", err)
+		}
+		if err := n.router.ShareSeedHosts(a.ctx, fresh); err != nil {
+			return fmt.Errorf("node: share seed hosts: %w", err)
 		}
 	}
 	urls := make([]frontier.NewURL, 0, len(hosts))
@@ -466,11 +472,16 @@ func (hs *hostSet) Has(host string) bool {
 	return hs.hosts[host]
 }
 
-// Add remembers host, durably.
-func (hs *hostSet) Add(host string) error { return hs.AddAll([]string{host}) }
+// SeedHosts implements SeedHosts: every host of the set, sorted.
+func (hs *hostSet) SeedHosts() []string {
+	hs.mu.RLock()
+	defer hs.mu.RUnlock()
+	return slices.Sorted(maps.Keys(hs.hosts))
+}
 
-// AddAll remembers hosts, durably, with one write and one sync for those that are new.
-func (hs *hostSet) AddAll(hosts []string) error {
+// AddSeedHosts implements SeedHosts: it remembers hosts, durably, with one
+// write and one sync for those that are new, and returns those.
+func (hs *hostSet) AddSeedHosts(hosts []string) ([]string, error) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	var b strings.Builder
@@ -484,7 +495,7 @@ func (hs *hostSet) AddAll(hosts []string) error {
 		b.WriteString(h + "\n")
 	}
 	if len(fresh) == 0 {
-		return nil
+		return nil, nil
 	}
 	_, err := hs.f.WriteString(b.String())
 	if err == nil {
@@ -494,9 +505,9 @@ func (hs *hostSet) AddAll(hosts []string) error {
 		for _, h := range fresh {
 			delete(hs.hosts, h)
 		}
-		return err
+		return nil, err
 	}
-	return nil
+	return fresh, nil
 }
 
 // Close closes the file.

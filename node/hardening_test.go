@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,11 +201,15 @@ func TestHostSetAddAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hs.AddAll([]string{"a", "b", "a", ""}); err != nil {
+	fresh, err := hs.AddSeedHosts([]string{"a", "b", "a", ""})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hs.Add("c"); err != nil {
-		t.Fatal(err)
+	if !slices.Equal(fresh, []string{"a", "b"}) {
+		t.Fatalf("new hosts = %q, want [a b]", fresh)
+	}
+	if fresh, err = hs.AddSeedHosts([]string{"b", "c"}); err != nil || !slices.Equal(fresh, []string{"c"}) {
+		t.Fatalf("new hosts = %q, %v; want [c]", fresh, err)
 	}
 	hs.Close()
 	hs, err = openHostSet(p)
@@ -309,6 +314,8 @@ type countRouter struct {
 	mu sync.Mutex
 	n  int
 }
+
+func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
 
 func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.mu.Lock()

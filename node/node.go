@@ -38,6 +38,11 @@ const crawlLogName = "crawl.log"
 // frontier and must not return before they are durable.
 type Router interface {
 	Route(ctx context.Context, urls []frontier.NewURL) (added int, err error)
+	// ShareSeedHosts makes hosts, seed hosts new to this node, part of
+	// every node's scope before the seeds on them are routed (the scope
+	// when no allow_hosts or allow_domains is set). It must not return
+	// before they are durable; the local router has nobody to tell.
+	ShareSeedHosts(ctx context.Context, hosts []string) error
 }
 
 // PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
@@ -66,10 +71,30 @@ type PhaseDeadline interface {
 // ClusterHook builds the cluster layer once the node's frontier is open: the
 // Router that sends URLs to their owners, the PhaseClock of the cluster's
 // phase rotation, and a Closer the node calls after its workers stopped and
-// before it closes the frontier. wake tells the scheduler that URLs arrived
-// in the frontier from elsewhere (the URL exchange). The node re-keys the
-// frontier whenever the PhaseClock's phase count changes.
-type ClusterHook func(f *frontier.Frontier, wake func()) (Router, PhaseClock, io.Closer, error)
+// before it closes the frontier. The node re-keys the frontier whenever the
+// PhaseClock's phase count changes.
+type ClusterHook func(env ClusterEnv) (Router, PhaseClock, io.Closer, error)
+
+// ClusterEnv is what the node gives its cluster layer.
+type ClusterEnv struct {
+	// Frontier is the node's open frontier.
+	Frontier *frontier.Frontier
+	// Wake tells the scheduler that URLs arrived in the frontier from
+	// elsewhere (the URL exchange).
+	Wake func()
+	// SeedHosts is the node's durable set of seed hosts, its scope when no
+	// allow_hosts or allow_domains is configured; nil otherwise. The
+	// cluster adds the seed hosts of the other members to it.
+	SeedHosts SeedHosts
+}
+
+// SeedHosts is a node's durable set of seed hosts.
+type SeedHosts interface {
+	// SeedHosts returns every host in the set.
+	SeedHosts() []string
+	// AddSeedHosts adds hosts, durably, and returns those that were new.
+	AddSeedHosts(hosts []string) ([]string, error)
+}
 
 // SinglePhase is the PhaseClock of a node alone: one phase, always open.
 type SinglePhase struct{}
@@ -83,6 +108,9 @@ type localRouter struct{ f *frontier.Frontier }
 func (r localRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return r.f.Add(ctx, urls)
 }
+
+// ShareSeedHosts implements Router: a node alone has nobody to tell.
+func (localRouter) ShareSeedHosts(context.Context, []string) error { return nil }
 
 // RouteForeign implements LocalSplitter: every URL is owned here.
 func (r localRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
@@ -259,8 +287,17 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.persistCtx, n.persistCancel = context.WithCancel(context.Background())
+	if len(cfg.Scope.AllowHosts) == 0 && len(cfg.Scope.AllowDomains) == 0 {
+		if n.seedHosts, err = openHostSet(filepath.Join(cfg.Data, "seed-hosts.txt")); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+	}
 	if opts.Cluster != nil {
-		router, phases, closer, err := opts.Cluster(n.front, n.notify)
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify}
+		if n.seedHosts != nil {
+			env.SeedHosts = n.seedHosts
+		}
+		router, phases, closer, err := opts.Cluster(env)
 		if err != nil {
 			return nil, fmt.Errorf("node: cluster: %w", err)
 		}
@@ -312,11 +349,6 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		MaxDepth:     cfg.Scope.MaxDepth,
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
-	}
-	if len(cfg.Scope.AllowHosts) == 0 && len(cfg.Scope.AllowDomains) == 0 {
-		if n.seedHosts, err = openHostSet(filepath.Join(cfg.Data, "seed-hosts.txt")); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
-		}
 	}
 	if cfg.WARC.Enabled {
 		dir := filepath.Join(cfg.Data, "warc")

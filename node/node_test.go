@@ -269,6 +269,8 @@ func TestAPIListenError(t *testing.T) {
 // recordRouter is a Router without RouteForeign: it records what it is given.
 type recordRouter struct{ got []frontier.NewURL }
 
+func (r *recordRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
 func (r *recordRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.got = append(r.got, urls...)
 	return len(urls), nil

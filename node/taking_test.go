@@ -117,6 +117,8 @@ func (r *holdRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]
 	return urls, nil
 }
 
+func (r *holdRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
 func (r *holdRouter) Held(fp uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -28,6 +28,8 @@ type countRouter struct {
 	maxBatch      atomic.Int64
 }
 
+func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
 func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.urls.Add(int64(len(urls)))
 	r.batches.Add(1)

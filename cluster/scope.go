@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// The crawl's scope is the same on every member. The configured part
+// (scope.*) is checked at start: a node whose settings differ from those
+// of the members it joins refuses to start (checkScope). The seeds' hosts,
+// the scope when no allow_hosts or allow_domains is set, travel as
+// KindScope entries through the members' ordered queues (see KindScope):
+// ShareSeedHosts files them under every member before the seeds on those
+// hosts are routed, and update files a member's whole set under a member
+// it sees come alive, before a rebalance moves records to it.
+
+// ShareSeedHosts implements node.Router: it durably files hosts, the new
+// seed hosts of this node, under every other member, so that each member
+// adds them to its scope before anything routed after this call reaches
+// it. A member that comes alive later gets the whole set (update).
+func (c *Cluster) ShareSeedHosts(ctx context.Context, hosts []string) error {
+	if len(hosts) == 0 || c.cfg.Scope == nil {
+		return nil
+	}
+	for peer := range *c.addrs.Load() {
+		if peer == c.cfg.Name {
+			continue
+		}
+		if err := c.outbox.put(ctx, peer, KindScope, scopeEntries(hosts)); err != nil {
+			return fmt.Errorf("cluster: share seed hosts with %s: %w", peer, err)
+		}
+	}
+	return nil
+}
+
+func scopeEntries(hosts []string) []frontier.NewURL {
+	es := make([]frontier.NewURL, 0, len(hosts))
+	for _, h := range hosts {
+		if h != "" && len(h) <= MaxEntryHost {
+			es = append(es, frontier.NewURL{Host: h})
+		}
+	}
+	return es
+}
+
+// addSeedHosts stores seed hosts another member shared.
+func (c *Cluster) addSeedHosts(urls []frontier.NewURL) (int, error) {
+	if c.cfg.Scope == nil {
+		return 0, nil // allow_hosts or allow_domains configured: the seeds add nothing
+	}
+	hosts := make([]string, 0, len(urls))
+	for _, u := range urls {
+		hosts = append(hosts, u.Host)
+	}
+	fresh, err := c.cfg.Scope.AddSeedHosts(hosts)
+	if err != nil {
+		return 0, fmt.Errorf("cluster: store shared seed hosts: %w", err)
+	}
+	if len(fresh) > 0 {
+		c.log.Info("seed hosts from another member added to the scope", "hosts", len(fresh))
+	}
+	return len(fresh), nil
+}
+
+// shareScopeWith files this node's whole seed-host set under each member
+// of peers (members seen come alive since the last update).
+func (c *Cluster) shareScopeWith(peers []string) {
+	if c.cfg.Scope == nil || len(peers) == 0 {
+		return
+	}
+	hosts := c.cfg.Scope.SeedHosts()
+	if len(hosts) == 0 {
+		return
+	}
+	es := scopeEntries(hosts)
+	for _, peer := range peers {
+		// update runs on the follow goroutine; the outbox write is local
+		// and bounded by the cluster's lifetime.
+		if err := c.outbox.put(context.Background(), peer, KindScope, es); err != nil {
+			c.log.Error("cannot share the seed hosts with a member: links it finds to them count as out of scope", "member", peer, "error", err)
+		}
+	}
+}
+
+// newlyAlive returns the members of alive (other than this node) that were
+// not alive at the previous call, and remembers alive.
+func (c *Cluster) newlyAlive(alive []Member) []string {
+	c.scopeMu.Lock()
+	defer c.scopeMu.Unlock()
+	now := make(map[string]int64, len(alive))
+	var fresh []string
+	for _, m := range alive {
+		if m.Name == c.cfg.Name {
+			continue
+		}
+		now[m.Name] = m.Started
+		if started, ok := c.scopeSent[m.Name]; !ok || started != m.Started {
+			fresh = append(fresh, m.Name)
+		}
+	}
+	c.scopeSent = now
+	slices.Sort(fresh)
+	return fresh
+}
+
+// checkScope refuses members whose scope settings differ from this node's.
+func checkScope(self string, digest string, members []Member) error {
+	for _, m := range members {
+		if m.Name == self || m.Scope == "" || digest == "" || m.Scope == digest {
+			continue
+		}
+		return fmt.Errorf("cluster: scope settings differ from member %s's (scope.allow_hosts, scope.allow_domains, scope.include, scope.exclude, scope.max_depth, scope.max_pages_per_host): every member must run with the same scope", m.Name)
+	}
+	return nil
+}

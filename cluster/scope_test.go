@@ -1,0 +1,171 @@
+package cluster
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// memSeedHosts is a ScopeDelegate in memory.
+type memSeedHosts struct {
+	mu    sync.Mutex
+	hosts map[string]bool
+}
+
+func newMemSeedHosts(hosts ...string) *memSeedHosts {
+	m := &memSeedHosts{hosts: map[string]bool{}}
+	for _, h := range hosts {
+		m.hosts[h] = true
+	}
+	return m
+}
+
+func (m *memSeedHosts) SeedHosts() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.hosts))
+}
+
+func (m *memSeedHosts) AddSeedHosts(hosts []string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var fresh []string
+	for _, h := range hosts {
+		if !m.hosts[h] {
+			m.hosts[h] = true
+			fresh = append(fresh, h)
+		}
+	}
+	return fresh, nil
+}
+
+func (m *memSeedHosts) has(hosts ...string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range hosts {
+		if !m.hosts[h] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSeedHostsShared: the seeds' hosts, the scope when none is configured,
+// are the same on every member: a joiner gets the set of the members it
+// joins (and gives them its own) before its join gate opens, hosts shared
+// later reach every member, and a member that joins last has them all.
+func TestSeedHostsShared(t *testing.T) {
+	sa, sb, sc := newMemSeedHosts("a.test"), newMemSeedHosts("b.test"), newMemSeedHosts()
+	withScope := func(s *memSeedHosts) func(*NodeConfig) {
+		return func(c *NodeConfig) { c.Scope, c.ScopeDigest = s, "same" }
+	}
+	a := startTestClusterWith(t, "a", withScope(sa))
+	a.fetching(t)
+	b := startTestClusterWith(t, "b", withScope(sb), a.c.members.Addr())
+	b.fetching(t)
+	if !sb.has("a.test") {
+		t.Fatalf("b's join gate opened before it had a's seed hosts: %q", sb.SeedHosts())
+	}
+	waitFor(t, 20*time.Second, "a has b's seed hosts", func() bool { return sa.has("b.test") })
+
+	if err := b.c.ShareSeedHosts(context.Background(), []string{"c.test", "d.test"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a has the hosts shared by b", func() bool { return sa.has("c.test", "d.test") })
+
+	c := startTestClusterWith(t, "c", withScope(sc), a.c.members.Addr())
+	c.fetching(t)
+	if want := []string{"a.test", "b.test", "c.test", "d.test"}; !sc.has(want...) {
+		t.Fatalf("c's join gate opened with seed hosts %q, want %q", sc.SeedHosts(), want)
+	}
+	for _, tc := range []*testCluster{a, b, c} {
+		waitFor(t, 20*time.Second, tc.c.cfg.Name+"'s outbox empties", func() bool { return tc.c.outbox.Len() == 0 })
+	}
+}
+
+// TestSeedHostsDroppedForGoneMember: seed hosts filed for a member that is
+// gone are dropped, not kept for ever (it gets the whole set when it comes
+// back), so the outbox empties.
+func TestSeedHostsDroppedForGoneMember(t *testing.T) {
+	sa, sb := newMemSeedHosts(), newMemSeedHosts()
+	a := startTestClusterWith(t, "a", func(c *NodeConfig) { c.Scope = sa })
+	a.fetching(t)
+	b := startTestClusterWith(t, "b", func(c *NodeConfig) { c.Scope = sb }, a.c.members.Addr())
+	b.fetching(t)
+	b.kill(t)
+	waitFor(t, 20*time.Second, "a sees b gone", func() bool { return len(a.c.members.Alive()) == 1 })
+	if err := a.c.outbox.put(context.Background(), "b", KindScope, scopeEntries([]string{"x.test"})); err != nil {
+		t.Fatal(err)
+	}
+	a.c.x.Kick()
+	waitFor(t, 20*time.Second, "a's outbox empties", func() bool { return a.c.outbox.Len() == 0 })
+}
+
+// TestScopeDigestMismatchRefused: a node whose scope settings differ from
+// the members' refuses to start, and says which settings.
+func TestScopeDigestMismatchRefused(t *testing.T) {
+	a := startTestClusterWith(t, "a", func(c *NodeConfig) { c.ScopeDigest = ScopeDigestOf(config.Scope{MaxDepth: 3}) })
+	a.fetching(t)
+	dir := t.TempDir()
+	fo := frontier.DefaultOptions(dir + "/frontier.db")
+	fo.NoSync = true
+	f, err := frontier.Open(fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, err = Start(NodeConfig{
+		Name: "b", Gossip: "127.0.0.1:0", Join: []string{a.c.members.Addr()}, Key: testKey, Exchange: "127.0.0.1:0",
+		Outbox: dir + "/outbox.db", Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
+		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second,
+		ScopeDigest: ScopeDigestOf(config.Scope{MaxDepth: 4}),
+	}, f, testLogger())
+	if err == nil || !strings.Contains(err.Error(), "scope.max_depth") || !strings.Contains(err.Error(), "member a") {
+		t.Fatalf("start with another scope: err = %v, want a refusal naming member a and the scope settings", err)
+	}
+}
+
+func TestScopeDigestOf(t *testing.T) {
+	base := config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100}
+	for _, tc := range []struct {
+		name string
+		s    config.Scope
+		same bool
+	}{
+		{"equal", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100}, true},
+		{"domain", config.Scope{AllowDomains: []string{"example.com"}, MaxDepth: 3, MaxPagesPerHost: 100}, false},
+		{"domain as host", config.Scope{AllowHosts: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100}, false},
+		{"depth", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 4, MaxPagesPerHost: 100}, false},
+		{"pages", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3}, false},
+		{"exclude", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, Exclude: []string{"x"}}, false},
+	} {
+		if got := ScopeDigestOf(tc.s) == ScopeDigestOf(base); got != tc.same {
+			t.Errorf("%s: same digest = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+}
+
+func TestScopeEntryCodec(t *testing.T) {
+	ok := Entry{Kind: KindScope, NewURL: frontier.NewURL{Host: "example.org"}}
+	b := EncodeBatch(Batch{ID: 7, Entries: []Entry{ok}})
+	got, err := DecodeBatch(b)
+	if err != nil || len(got.Entries) != 1 || got.Entries[0] != ok {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for _, bad := range []Entry{
+		{Kind: KindScope},
+		{Kind: KindScope, NewURL: frontier.NewURL{Host: "example.org", URL: "http://example.org/"}},
+		{Kind: KindNew, NewURL: frontier.NewURL{Host: "example.org"}},
+	} {
+		if err := checkEntry(bad); err == nil {
+			t.Errorf("checkEntry(%+v) = nil, want an error", bad)
+		}
+	}
+}
