@@ -74,11 +74,14 @@ type procCluster struct {
 	guard   time.Duration
 	delay   time.Duration
 	workers int
-	alone   bool     // a single node without the cluster layer (baseline)
-	env     []string // more PHASECRAWL_* variables for every node
-	extra   []string // more flags for every node
-	mu      sync.Mutex
-	procs   []*proc
+	alone   bool // a single node without the cluster layer (baseline)
+	// defaultScope runs the nodes with the shipped scope (no
+	// --allow-domain): the seeds' hosts.
+	defaultScope bool
+	env          []string // more PHASECRAWL_* variables for every node
+	extra        []string // more flags for every node
+	mu           sync.Mutex
+	procs        []*proc
 }
 
 // proc is one node; it keeps its name, addresses and data across restarts.
@@ -125,8 +128,11 @@ func (c *procCluster) args(p *proc, join []string) []string {
 	if !c.alone {
 		args = append(args, "--gossip", p.gossip, "--exchange", p.exchange, "--cluster-key-file", p.keyFile)
 	}
-	args = append(args, "--allow-private", "--allow-domain", c.web.Config().Domain,
-		"--resolve", c.web.ResolvePattern()+"="+c.webAddr,
+	args = append(args, "--allow-private")
+	if !c.defaultScope {
+		args = append(args, "--allow-domain", c.web.Config().Domain)
+	}
+	args = append(args, "--resolve", c.web.ResolvePattern()+"="+c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
 		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", strconv.Itoa(c.workers))
 	if len(join) > 0 {
