@@ -128,6 +128,7 @@ func newClusterHook(cfg config.Config, key []byte, api string, log *slog.Logger,
 	return func(env node.ClusterEnv) (node.Router, node.PhaseClock, io.Closer, error) {
 		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
 		cc.Scope = env.SeedHosts
+		cc.Robots = env.Robots
 		c, err := cluster.Start(cc, env.Frontier, log)
 		if err != nil {
 			return nil, nil, nil, err

@@ -240,7 +240,7 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 // ("" = where it is, dropEntry = nowhere).
 func (x *Exchange) routeOf(peer string, e Entry) string {
 	switch e.Kind {
-	case KindScope:
+	case KindScope, KindRobots:
 		// For that member alone: kept while it is a member, dropped once
 		// it is gone (it gets the whole set again when it comes back).
 		if _, ok := x.cfg.AddrOf(peer); ok {
@@ -458,6 +458,17 @@ type sender struct {
 	fails int
 	// lastSend is when the last batch was taken to be sent (waitReady).
 	lastSend time.Time
+	// urgent: what is queued goes now, without waiting for MaxDelay (Flush).
+	urgent atomic.Bool
+}
+
+// Flush sends what is queued for peer at once, without waiting for a
+// batch to fill or for MaxDelay.
+func (x *Exchange) Flush(peer string) {
+	if s := x.ensureSender(peer); s != nil {
+		s.urgent.Store(true)
+		signal(s.wake)
+	}
 }
 
 func (x *Exchange) wake(peer string) {
@@ -539,7 +550,7 @@ func (s *sender) waitReady(retry bool) bool {
 	x, ob := s.x, s.x.cfg.Outbox
 	for {
 		n := ob.pending(s.peer)
-		if n > 0 && (retry || n >= x.cfg.MinBatch || time.Since(s.lastSend) >= x.cfg.MaxDelay) {
+		if n > 0 && (retry || n >= x.cfg.MinBatch || time.Since(s.lastSend) >= x.cfg.MaxDelay || s.urgent.Swap(false)) {
 			return true
 		}
 		if n == 0 {
@@ -556,7 +567,7 @@ func (s *sender) waitReady(retry bool) bool {
 		for {
 			select {
 			case <-s.wake:
-				if ob.pending(s.peer) < x.cfg.MinBatch {
+				if ob.pending(s.peer) < x.cfg.MinBatch && !s.urgent.Swap(false) {
 					continue
 				}
 			case <-s.kick:

@@ -37,7 +37,14 @@ const (
 	// a member's queue is delivered in order, so a member knows a seed's
 	// host before it fetches the seed or anything found from it.
 	KindScope Kind = 4
-	maxKind        = KindScope
+	// KindRobots carries a robots.txt a member fetched (fetch.RobotsRecord)
+	// to every other member, so that a host's robots.txt is fetched once
+	// per TTL by the whole cluster: Host is the record's key
+	// (scheme://host[:port]), Depth its HTTP status (0: unreachable), URL
+	// the fetch time in Unix milliseconds, a newline and the canonical
+	// body.
+	KindRobots Kind = 5
+	maxKind         = KindRobots
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -80,7 +87,9 @@ var errTrunc = errors.New("truncated")
 func checkEntry(e Entry) error {
 	switch {
 	case e.Kind > maxKind:
-		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica) or 4 (scope)", e.Kind)
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica), 4 (scope) or 5 (robots)", e.Kind)
+	case e.Kind == KindRobots && e.Host == "":
+		return fmt.Errorf("robots entry: must have a host")
 	case e.Kind == KindScope && (e.Host == "" || e.URL != ""):
 		return fmt.Errorf("scope entry: must have a host and no URL")
 	case e.Kind != KindScope && (e.URL == "" || len(e.URL) > MaxEntryURL):

@@ -66,6 +66,9 @@ type NodeConfig struct {
 	// member the same set (KindScope). nil: the configuration alone is
 	// the scope.
 	Scope ScopeDelegate
+	// Robots takes the robots.txt records the other members fetched. nil:
+	// they are dropped.
+	Robots RobotsCache
 	// ScopeDigest identifies the node's scope settings (ScopeDigestOf); a
 	// node refuses to join members whose digest differs.
 	ScopeDigest string
@@ -205,8 +208,11 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	if len(urls) == 0 {
 		return 0, nil
 	}
-	if kind == KindScope {
+	switch kind {
+	case KindScope:
 		return c.addSeedHosts(urls)
+	case KindRobots:
+		return c.importRobots(urls), nil
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {

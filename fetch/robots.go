@@ -54,6 +54,28 @@ type RobotsConfig struct {
 	CacheSize int
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
+	// Shared, if set, is given every robots.txt this cache fetched (not
+	// those it imported): a cluster hands it to the other nodes, which
+	// Import it, so that a host's robots.txt is fetched once per TTL by the
+	// whole cluster. It is called on the fetching goroutine and should
+	// return quickly.
+	Shared func(RobotsRecord)
+}
+
+// RobotsRecord is the outcome of one robots.txt fetch, as nodes exchange it.
+type RobotsRecord struct {
+	// Key is scheme://host[:port] (lower case).
+	Key string
+	// Status is the final HTTP status after redirects: 2xx with Body, 4xx
+	// (allow all), 5xx or 429 (unavailable); 0 when the host could not be
+	// reached (unavailable).
+	Status int
+	// Body is the robots.txt reduced to the groups that apply to the user
+	// agent (canonical form), for a 2xx.
+	Body []byte
+	// Fetched is when it was fetched; it expires TTL (ErrorTTL when
+	// unavailable) later on every node.
+	Fetched time.Time
 }
 
 // DefaultRobotsConfig returns the defaults.
@@ -226,8 +248,45 @@ func (r *Robots) lead(ctx context.Context, key string, get RobotsGetFunc, c *rob
 	if old, ok := r.cache.Peek(key); ok && old.err == nil {
 		stale = old
 	}
-	c.e, c.err = r.load(ctx, key, get, stale)
+	var rec RobotsRecord
+	c.e, rec, c.err = r.load(ctx, key, get, stale)
+	if c.err == nil && r.cfg.Shared != nil {
+		rec.Key = key
+		r.cfg.Shared(rec)
+	}
 	return c.e, c.err
+}
+
+// Import caches a robots.txt another node fetched, unless a copy fetched
+// later is cached already. Expired records are ignored.
+func (r *Robots) Import(rec RobotsRecord) {
+	key := strings.ToLower(rec.Key)
+	if key == "" || rec.Fetched.IsZero() {
+		return
+	}
+	var e *robotsEntry
+	switch s := rec.Status; {
+	case s >= 200 && s < 300:
+		e = r.parseAt(rec.Body, rec.Fetched)
+	case s >= 300 && s < 500 && s != http.StatusTooManyRequests:
+		e = &robotsEntry{expires: rec.Fetched.Add(r.cfg.TTL)}
+	default:
+		var stale *robotsEntry
+		if old, ok := r.cache.Peek(key); ok && old.err == nil {
+			stale = old
+		}
+		e = r.unavailable(stale, fmt.Errorf("robots: %s/robots.txt (fetched by another node): %w", key, ErrRobotsUnavailable))
+		e.expires = rec.Fetched.Add(r.cfg.ErrorTTL)
+	}
+	if !r.cfg.Now().Before(e.expires) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.cache.Peek(key); ok && !old.expires.Before(e.expires) {
+		return
+	}
+	r.cache.Add(key, e)
 }
 
 // ErrAborted, returned (wrapped) by a RobotsGetFunc, means the caller chose
@@ -236,43 +295,59 @@ func (r *Robots) lead(ctx context.Context, key string, get RobotsGetFunc, c *rob
 // returns the error.
 var ErrAborted = errors.New("fetch: request not sent")
 
-// load fetches and parses key's robots.txt. Its error is only ctx's.
-func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale *robotsEntry) (*robotsEntry, error) {
+// load fetches and parses key's robots.txt, and returns the record of the
+// outcome for the other nodes (RobotsRecord, Key unset). Its error is only
+// ctx's.
+func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale *robotsEntry) (*robotsEntry, RobotsRecord, error) {
 	target := key + "/robots.txt"
+	rec := RobotsRecord{Fetched: r.cfg.Now()}
 	for hops := 0; ; hops++ {
 		status, header, body, err := get(ctx, target)
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, cerr
+				return nil, rec, cerr
 			}
 			if errors.Is(err, ErrAborted) {
-				return nil, err // not the server's fault: nothing is cached
+				return nil, rec, err // not the server's fault: nothing is cached
 			}
-			return r.unavailable(stale, fmt.Errorf("robots: %s: %w: %w", target, ErrRobotsUnavailable, err)), nil
+			return r.unavailable(stale, fmt.Errorf("robots: %s: %w: %w", target, ErrRobotsUnavailable, err)), rec, nil
 		}
+		rec.Status = status
 		switch {
 		case status >= 200 && status < 300:
-			return r.parse(body), nil
+			rec.Body = canonicalRobots(r.truncate(body), r.token)
+			return r.parse(body), rec, nil
 		case status >= 300 && status < 400:
 			loc := header.Get("Location")
 			if hops >= maxRobotsRedirects || loc == "" {
-				return r.allowAll(), nil
+				return r.allowAll(), rec, nil
 			}
 			base, err := url.Parse(target)
 			if err != nil {
-				return r.allowAll(), nil
+				return r.allowAll(), rec, nil
 			}
 			next, err := Resolve(base, loc)
 			if err != nil {
-				return r.allowAll(), nil
+				return r.allowAll(), rec, nil
 			}
 			target = next
 		case status >= 400 && status < 500 && status != http.StatusTooManyRequests:
-			return r.allowAll(), nil
+			return r.allowAll(), rec, nil
 		default:
-			return r.unavailable(stale, fmt.Errorf("robots: %s: HTTP %d: %w: %w", target, status, ErrRobotsUnavailable, ErrRobotsStatus)), nil
+			return r.unavailable(stale, fmt.Errorf("robots: %s: HTTP %d: %w: %w", target, status, ErrRobotsUnavailable, ErrRobotsStatus)), rec, nil
 		}
 	}
+}
+
+// truncate cuts body to MaxSize, back to its last full line.
+func (r *Robots) truncate(body []byte) []byte {
+	if int64(len(body)) > r.cfg.MaxSize {
+		body = body[:r.cfg.MaxSize]
+		if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
+			body = body[:i]
+		}
+	}
+	return body
 }
 
 func (r *Robots) allowAll() *robotsEntry {
@@ -287,15 +362,13 @@ func (r *Robots) unavailable(stale *robotsEntry, err error) *robotsEntry {
 	return &robotsEntry{err: err, expires: exp}
 }
 
-// parse builds the entry of a 2xx robots.txt body.
-func (r *Robots) parse(body []byte) *robotsEntry {
-	e := r.allowAll()
-	if int64(len(body)) > r.cfg.MaxSize {
-		body = body[:r.cfg.MaxSize]
-		if i := bytes.LastIndexAny(body, "\r\n"); i >= 0 {
-			body = body[:i]
-		}
-	}
+// parse builds the entry of a 2xx robots.txt body fetched now.
+func (r *Robots) parse(body []byte) *robotsEntry { return r.parseAt(body, r.cfg.Now()) }
+
+// parseAt builds the entry of a 2xx robots.txt body fetched at fetched.
+func (r *Robots) parseAt(body []byte, fetched time.Time) *robotsEntry {
+	e := &robotsEntry{expires: fetched.Add(r.cfg.TTL)}
+	body = r.truncate(body)
 	data, err := robotstxt.FromBytes(canonicalRobots(body, r.token))
 	if err != nil { // cannot happen for canonical input; parse nothing, allow all
 		return e

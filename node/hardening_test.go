@@ -317,6 +317,8 @@ type countRouter struct {
 
 func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
 
+func (r *countRouter) ShareRobots(fetch.RobotsRecord) {}
+
 func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

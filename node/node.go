@@ -43,6 +43,9 @@ type Router interface {
 	// when no allow_hosts or allow_domains is set). It must not return
 	// before they are durable; the local router has nobody to tell.
 	ShareSeedHosts(ctx context.Context, hosts []string) error
+	// ShareRobots hands a robots.txt this node fetched to the other nodes
+	// (best effort: one that misses it fetches its own copy).
+	ShareRobots(rec fetch.RobotsRecord)
 }
 
 // PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
@@ -82,6 +85,9 @@ type ClusterEnv struct {
 	// Wake tells the scheduler that URLs arrived in the frontier from
 	// elsewhere (the URL exchange).
 	Wake func()
+	// Robots is the node's robots.txt cache: the cluster imports into it
+	// the robots.txt the other nodes fetched.
+	Robots *fetch.Robots
 	// SeedHosts is the node's durable set of seed hosts, its scope when no
 	// allow_hosts or allow_domains is configured; nil otherwise. The
 	// cluster adds the seed hosts of the other members to it.
@@ -111,6 +117,9 @@ func (r localRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, er
 
 // ShareSeedHosts implements Router: a node alone has nobody to tell.
 func (localRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
+// ShareRobots implements Router: a node alone has nobody to tell.
+func (localRouter) ShareRobots(fetch.RobotsRecord) {}
 
 // RouteForeign implements LocalSplitter: every URL is owned here.
 func (r localRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
@@ -287,13 +296,21 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.persistCtx, n.persistCancel = context.WithCancel(context.Background())
+	n.robots = fetch.NewRobots(fetch.RobotsConfig{
+		UserAgent:     cfg.UserAgent,
+		TTL:           cfg.Robots.TTL,
+		ErrorTTL:      cfg.Robots.ErrorTTL,
+		MaxCrawlDelay: cfg.Robots.MaxCrawlDelay,
+		// The router is set below, before any fetch.
+		Shared: func(rec fetch.RobotsRecord) { n.router.ShareRobots(rec) },
+	})
 	if len(cfg.Scope.AllowHosts) == 0 && len(cfg.Scope.AllowDomains) == 0 {
 		if n.seedHosts, err = openHostSet(filepath.Join(cfg.Data, "seed-hosts.txt")); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
 	if opts.Cluster != nil {
-		env := ClusterEnv{Frontier: n.front, Wake: n.notify}
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots}
 		if n.seedHosts != nil {
 			env.SeedHosts = n.seedHosts
 		}
@@ -335,12 +352,6 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.robots = fetch.NewRobots(fetch.RobotsConfig{
-		UserAgent:     cfg.UserAgent,
-		TTL:           cfg.Robots.TTL,
-		ErrorTTL:      cfg.Robots.ErrorTTL,
-		MaxCrawlDelay: cfg.Robots.MaxCrawlDelay,
-	})
 	if n.scope, err = fetch.NewScope(fetch.ScopeConfig{
 		AllowHosts:   cfg.Scope.AllowHosts,
 		AllowDomains: cfg.Scope.AllowDomains,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -270,6 +271,8 @@ func TestAPIListenError(t *testing.T) {
 type recordRouter struct{ got []frontier.NewURL }
 
 func (r *recordRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
+func (r *recordRouter) ShareRobots(fetch.RobotsRecord) {}
 
 func (r *recordRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.got = append(r.got, urls...)

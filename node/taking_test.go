@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -118,6 +119,8 @@ func (r *holdRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]
 }
 
 func (r *holdRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
+func (r *holdRouter) ShareRobots(fetch.RobotsRecord) {}
 
 func (r *holdRouter) Held(fp uint64) bool {
 	r.mu.Lock()

@@ -472,8 +472,9 @@ func webJSON(addr, path string, v any) error {
 // checkCrawl applies the synthweb oracle to the whole cluster: every
 // reachable page fetched exactly once (at most maxDup duplicates), nothing
 // else, polite gaps and never two requests at once on a host across the
-// cluster (Check reports requests in flight at once on a host). robots.txt is cached per node: each host's may be fetched once
-// by each node that crawled it (at most robotsPerHost).
+// cluster (Check reports requests in flight at once on a host), and each
+// host's robots.txt fetched 1..robotsPerHost times (the cluster shares
+// robots.txt: once, unless a node restarted and lost its copies).
 func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay time.Duration, robotsPerHost, maxDup int, procs []*proc) synthweb.Report {
 	t.Helper()
 	rep, err := webReport(webAddr)

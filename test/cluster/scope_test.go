@@ -38,7 +38,7 @@ func TestProcDefaultScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, ps, 3*time.Minute)
-	checkCrawl(t, webAddr, exp, c.delay, 3, 0, ps)
+	checkCrawl(t, webAddr, exp, c.delay, 1, 0, ps)
 	for _, p := range ps {
 		m, err := p.metrics()
 		if err != nil {
@@ -218,6 +218,9 @@ func TestProcDefaultScopeSites(t *testing.T) {
 				t.Errorf("site %d (%s): %s fetched %d times, want 1", i, s.addr, p, count[p])
 			}
 			delete(count, p)
+		}
+		if count["/robots.txt"] != 1 {
+			t.Errorf("site %d (%s): robots.txt fetched %d times by the cluster, want 1", i, s.addr, count["/robots.txt"])
 		}
 		delete(count, "/robots.txt")
 		for p, n := range count {

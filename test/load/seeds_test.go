@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -29,6 +30,8 @@ type countRouter struct {
 }
 
 func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
+
+func (r *countRouter) ShareRobots(fetch.RobotsRecord) {}
 
 func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.urls.Add(int64(len(urls)))
