@@ -170,4 +170,3 @@ func (r *ReadOnly) Close() error {
 	}
 	return nil
 }
-
