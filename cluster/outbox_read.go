@@ -71,8 +71,9 @@ func openReadOnly(path string, timeout time.Duration) (db *bolt.DB, err error) {
 // Entries calls fn with every entry waiting in the outbox, peer by peer
 // (the member it was filed for) in queue order, in one read transaction.
 // An entry that does not decode is an error. fn's error stops the walk and
-// is returned.
+// is returned as it is.
 func (r *OutboxReader) Entries(fn func(peer string, e Entry) error) error {
+	var fnErr error
 	err := r.db.View(func(tx *bolt.Tx) error {
 		q := tx.Bucket(bkQueue)
 		if q == nil {
@@ -85,10 +86,14 @@ func (r *OutboxReader) Entries(fn func(peer string, e Entry) error) error {
 				if err != nil {
 					return fmt.Errorf("peer %s entry %x: %w", name, k, err)
 				}
-				return fn(name, e)
+				fnErr = fn(name, e)
+				return fnErr
 			})
 		})
 	})
+	if fnErr != nil {
+		return fnErr
+	}
 	if err != nil {
 		return fmt.Errorf("cluster: read outbox %s: %w", r.path, err)
 	}

@@ -105,8 +105,9 @@ func (r *ReadOnly) Path() string { return r.path }
 
 // Records calls fn with every record whose state want accepts (every one
 // when want is nil), in key order, in one read transaction. fn's error stops
-// the walk and is returned.
+// the walk and is returned as it is.
 func (r *ReadOnly) Records(want func(State) bool, fn func(Record) error) error {
+	var fnErr error
 	err := guard(func() error {
 		return r.db.View(func(tx *bolt.Tx) error {
 			for _, b := range []struct {
@@ -129,14 +130,17 @@ func (r *ReadOnly) Records(want func(State) bool, fn func(Record) error) error {
 					if want != nil && !want(s.State) {
 						continue
 					}
-					if err := fn(s.Record); err != nil {
-						return err
+					if fnErr = fn(s.Record); fnErr != nil {
+						return fnErr
 					}
 				}
 			}
 			return nil
 		})
 	})
+	if fnErr != nil {
+		return fnErr
+	}
 	if err != nil {
 		return fmt.Errorf("frontier: read %s: %w", r.path, err)
 	}
