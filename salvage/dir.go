@@ -68,14 +68,14 @@ var ErrLocked = frontier.ErrLocked
 func OpenDir(dir string, lockTimeout time.Duration) (*Dir, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
-		return nil, fmt.Errorf("salvage: data directory: %w", err)
+		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("salvage: data directory %s: not a directory", dir)
+		return nil, fmt.Errorf("data directory %s: not a directory", dir)
 	}
 	fp := filepath.Join(dir, FrontierFile)
 	if _, err := os.Stat(fp); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("salvage: %s holds no %s: not a phasecrawl data directory", dir, FrontierFile)
+		return nil, fmt.Errorf("data directory %s holds no %s: not a phasecrawl data directory", dir, FrontierFile)
 	}
 	d := &Dir{path: dir}
 	if d.front, err = frontier.OpenReadOnly(fp, lockTimeout); err != nil {
@@ -93,9 +93,9 @@ func OpenDir(dir string, lockTimeout time.Duration) (*Dir, error) {
 
 func lockedHint(err error) error {
 	if errors.Is(err, ErrLocked) {
-		return fmt.Errorf("salvage: %w; salvage is for a node that is gone for good: a node that runs, or will run again, keeps its URLs", err)
+		return fmt.Errorf("%w; salvage is for a node that is gone for good: a node that runs, or will run again, keeps its URLs", err)
 	}
-	return fmt.Errorf("salvage: %w", err)
+	return err
 }
 
 // Path returns the directory.

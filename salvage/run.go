@@ -75,13 +75,13 @@ func (c *Config) fill() error {
 	}
 	switch {
 	case c.BatchSize < 1 || c.BatchSize > 100_000:
-		return fmt.Errorf("salvage: batch=%d: must be 1..100000", c.BatchSize)
+		return fmt.Errorf("batch=%d: must be 1..100000", c.BatchSize)
 	case c.Attempts < 1 || c.Attempts > 100:
-		return fmt.Errorf("salvage: attempts=%d: must be 1..100", c.Attempts)
+		return fmt.Errorf("attempts=%d: must be 1..100", c.Attempts)
 	case c.Backoff < 0:
-		return fmt.Errorf("salvage: backoff=%s: must be >= 0", c.Backoff)
+		return fmt.Errorf("backoff=%s: must be >= 0", c.Backoff)
 	case !c.DryRun && c.Node == "":
-		return errors.New("salvage: node: the exchange address HOST:PORT of a live member is required")
+		return errors.New("node: the exchange address HOST:PORT of a live member is required")
 	}
 	if c.dial == nil && !c.DryRun {
 		cc := cluster.ClientConfig{Name: c.Name, Key: c.Key, HandshakeTimeout: 5 * time.Second}
@@ -232,7 +232,7 @@ type run struct {
 func (r *run) connect(ctx context.Context) error {
 	c, err := r.cfg.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("salvage: connect to %s: %w", r.cfg.Node, hint(err))
+		return fmt.Errorf("connect to %s: %w", r.cfg.Node, hint(err))
 	}
 	r.conn = c
 	return nil
@@ -241,8 +241,8 @@ func (r *run) connect(ctx context.Context) error {
 // hint explains a failed handshake: the usual cause is an address that is
 // not an exchange (the API's), or another cluster key.
 func hint(err error) error {
-	if errors.Is(err, cluster.ErrHandshake) {
-		return fmt.Errorf("%w (is --node the member's exchange address, its --exchange, and not its API address? `phasecrawl status` lists the members' exchange addresses; and is --cluster-key-file the cluster's key?)", err)
+	if errors.Is(err, cluster.ErrHandshake) && !strings.Contains(err.Error(), "cluster key") {
+		return fmt.Errorf("%w (is --node the member's exchange address, its --exchange, and not its API address? `phasecrawl status` lists the members' exchange addresses)", err)
 	}
 	return err
 }
@@ -315,7 +315,7 @@ func (r *run) flush(ctx context.Context) error {
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return fmt.Errorf("salvage: batch %d (%s) to %s failed after %d sent (%d batches): %w; run salvage again to finish: the receiver dedups what it already has",
+	return fmt.Errorf("batch %d (%s) to %s failed after %d sent (%d batches): %w; run salvage again to finish: the receiver dedups what it already has",
 		r.id, describe(r.batch), r.cfg.Node, r.s.Sent, r.s.Batches, err)
 }
 

@@ -325,7 +325,7 @@ func TestRunRetries(t *testing.T) {
 		resent  int
 	}{
 		{"recovers", 2, "", 2},
-		{"gives up", 100, "salvage: batch 1 (", 2},
+		{"gives up", 100, "batch 1 (", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fails, closed, dials := tc.fails, 0, 0
