@@ -130,7 +130,14 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	})
 	seenDead := time.Now()
 	// The survivors take its share over and crawl all they can reach.
-	time.Sleep(4 * time.Second) // > cluster.takeover_after
+	waitUntil(t, time.Minute, "the survivors take the dead node's share over", func() bool {
+		for _, p := range survivors {
+			if len(p.logRecords("members away too long: crawling their share")) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 	waitDone(t, survivors, 4*time.Minute)
 	before, err := webReport(webAddr)
 	if err != nil {
@@ -177,6 +184,7 @@ func TestProcSalvageDeadNode(t *testing.T) {
 		}
 	}
 	var cut, unrecorded, unreplicated, replicaPending, afterSalvage int
+	var gap time.Duration // the longest time from a fetch recorded and not replicated to the kill
 	var refetched, unexplained []string
 	for u, evs := range fetchEvents(dirsOf(ps), dup) {
 		first, last := evs[0], evs[len(evs)-1]
@@ -189,8 +197,9 @@ func TestProcSalvageDeadNode(t *testing.T) {
 				replicaPending++ // recorded, its replica still in the outbox
 			case !dead.completed[u]:
 				unrecorded++ // fetched and logged, its record not committed
-			case killAt.Sub(first.at) < 2*time.Second:
+			case killAt.Sub(first.at) < 5*time.Second:
 				unreplicated++ // recorded, its replica not filed yet
+				gap = max(gap, killAt.Sub(first.at))
 			default:
 				refetched = append(refetched, fmt.Sprintf("%s: %v", u, evs))
 			}
@@ -201,8 +210,8 @@ func TestProcSalvageDeadNode(t *testing.T) {
 			unexplained = append(unexplained, fmt.Sprintf("%s: %v", u, evs))
 		}
 	}
-	t.Logf("%d duplicate fetches: %d requests in flight at the kill, %d pages fetched and not recorded, %d recorded and not replicated, %d whose replica was in the outbox (of %d replicas there); %d of them fetched again after the salvage",
-		len(dup), cut, unrecorded, unreplicated, replicaPending, len(dead.replicaPending), afterSalvage)
+	t.Logf("%d duplicate fetches: %d requests in flight at the kill, %d pages fetched and not recorded, %d recorded and not replicated (fetched at most %v before the kill), %d whose replica was in the outbox (of %d replicas there); %d of them fetched again after the salvage",
+		len(dup), cut, unrecorded, unreplicated, gap.Round(time.Millisecond), replicaPending, len(dead.replicaPending), afterSalvage)
 	if cut > c.workers {
 		t.Errorf("%d requests in flight at the kill fetched again: more than the dead node's %d workers", cut, c.workers)
 	}
