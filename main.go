@@ -8,6 +8,7 @@
 //	phasecrawl health [--node ADDR] [--ready]   exit 0 when /healthz (/readyz) answers 200
 //	phasecrawl demo [--json]      crawl a synthetic web on loopback
 //	phasecrawl synthweb --listen ADDR
+//	phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
 package main
 
 import (
@@ -35,6 +36,8 @@ Usage:
   phasecrawl health [--node ADDR] [--ready]  exit 0 when the node's /healthz (/readyz) answers 200
   phasecrawl demo [--json]               crawl a synthetic web on loopback and print a summary
   phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
+  phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
+                                         send the URLs of a member gone for good (its data directory) to a live member's exchange
 `
 
 func main() {
@@ -60,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdDemo(args[1:], stdout, stderr)
 	case "synthweb":
 		err = cmdSynthweb(args[1:], stdout, stderr)
+	case "salvage":
+		err = cmdSalvage(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
