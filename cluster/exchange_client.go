@@ -152,6 +152,10 @@ func (k Kind) String() string {
 		return "moved"
 	case KindReplica:
 		return "replica"
+	case KindScope:
+		return "scope"
+	case KindRobots:
+		return "robots"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
