@@ -66,6 +66,10 @@ type NodeConfig struct {
 	// member the same set (KindScope). nil: the configuration alone is
 	// the scope.
 	Scope ScopeDelegate
+	// MaxPagesPerHost is scope.max_pages_per_host, the cluster's per-host
+	// admission cap (0 = unlimited): the node's frontier admits ShareCap
+	// of it for its share of each host.
+	MaxPagesPerHost int
 	// Robots takes the robots.txt records the other members fetched. nil:
 	// they are dropped.
 	Robots RobotsCache
@@ -92,7 +96,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
-		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope),
+		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 	}
 }
 
@@ -525,6 +529,9 @@ func (c *Cluster) update() {
 	ring.id = RingHash(procs)
 	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
 		c.ring.Store(ring)
+		if c.cfg.MaxPagesPerHost > 0 {
+			c.front.SetMaxPerHost(ShareCap(c.cfg.MaxPagesPerHost, ring.Len()))
+		}
 		if !leaving {
 			c.log.Info("membership changed", "members", names, "schedule_from_epoch", from)
 			signal(c.rebKick)

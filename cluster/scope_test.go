@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -166,6 +167,30 @@ func TestScopeEntryCodec(t *testing.T) {
 	} {
 		if err := checkEntry(bad); err == nil {
 			t.Errorf("checkEntry(%+v) = nil, want an error", bad)
+		}
+	}
+}
+
+func TestShareCap(t *testing.T) {
+	for _, tc := range []struct{ limit, n, want int }{
+		{0, 3, 0},
+		{100, 1, 100},
+		{100, 0, 100},
+		{1000, 3, 389},      // 333.3 + 3*18.3
+		{100000, 3, 33882},  // 33333.3 + 3*182.6
+		{100000, 100, 1095}, // 1000 + 3*31.6
+		{10, 100, 2},        // 0.1 + 3*0.32 = 1.05, ceiled
+		{5, 2, 5},           // never above the limit
+	} {
+		if got := ShareCap(tc.limit, tc.n); got != tc.want {
+			t.Errorf("ShareCap(%d, %d) = %d, want %d", tc.limit, tc.n, got, tc.want)
+		}
+	}
+	// The cluster admits at most limit + 3*sqrt(n*limit) + n of a host.
+	for _, n := range []int{2, 3, 10, 100} {
+		limit := 100000
+		if total, bound := n*ShareCap(limit, n), float64(limit)+3*math.Sqrt(float64(n*limit))+float64(n); float64(total) > bound {
+			t.Errorf("n=%d: the cluster admits %d, over the bound %.0f", n, total, bound)
 		}
 	}
 }

@@ -69,8 +69,9 @@ type Frontier struct {
 	db   *bolt.DB
 	log  *slog.Logger
 
-	nphase atomic.Int64
-	cnt    [numCounters]atomic.Int64 // mirrors of the persisted counters
+	nphase     atomic.Int64
+	maxPerHost atomic.Int64              // Options.MaxPerHost, or what SetMaxPerHost set
+	cnt        [numCounters]atomic.Int64 // mirrors of the persisted counters
 
 	mu     sync.RWMutex // guards closed against sends on ops
 	closed bool
@@ -86,6 +87,11 @@ type Frontier struct {
 	seq  uint64
 	wcnt [numCounters]int64
 }
+
+// SetMaxPerHost changes how many URLs per host Add admits from now on
+// (0 = unlimited): in a cluster, this node's part of the cluster's
+// scope.max_pages_per_host. URLs admitted before stay.
+func (f *Frontier) SetMaxPerHost(n int) { f.maxPerHost.Store(int64(max(n, 0))) }
 
 // SetBeforeCommit makes the writer call fn before each write transaction
 // that records callers' changes (nil: none). Whatever fn makes durable is
@@ -125,6 +131,7 @@ func Open(opts Options) (*Frontier, error) {
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	f.maxPerHost.Store(int64(opts.MaxPerHost))
 	if err := f.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("frontier: open %s: %w", opts.Path, err)

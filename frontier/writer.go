@@ -509,7 +509,7 @@ func (st *txState) host(h string) (*HostStats, error) {
 // of tk.host go IN_PROGRESS instead, for the caller's trip (tk.got).
 func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	added := 0
-	maxPer := int64(st.f.opts.MaxPerHost)
+	maxPer := st.f.maxPerHost.Load()
 	for i := range adds {
 		u := &adds[i]
 		if st.urls.Get(recKey(st.scratch[:0], u.hk, u.fp)) != nil {

@@ -405,8 +405,15 @@ func clusterWeb(t testing.TB) (*synthweb.Web, string, synthweb.Expectation) {
 // clusterWebScaled is clusterWeb with scale times the hosts and pages.
 func clusterWebScaled(t testing.TB, scale int) (*synthweb.Web, string, synthweb.Expectation) {
 	t.Helper()
+	return clusterWebWith(t, scale, 0)
+}
+
+// clusterWebWith is clusterWeb with scale times the hosts and pages and
+// traps spider-trap hosts.
+func clusterWebWith(t testing.TB, scale, traps int) (*synthweb.Web, string, synthweb.Expectation) {
+	t.Helper()
 	wc := synthweb.DefaultConfig()
-	wc.TrapHosts = 0
+	wc.TrapHosts = traps
 	wc.Hosts *= scale
 	wc.Pages *= scale
 	web, err := synthweb.New(wc)
@@ -414,7 +421,7 @@ func clusterWebScaled(t testing.TB, scale int) (*synthweb.Web, string, synthweb.
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
-	cmd := exec.Command(phasecrawlBin(t), "synthweb", "--listen", addr, "--trap-hosts", "0",
+	cmd := exec.Command(phasecrawlBin(t), "synthweb", "--listen", addr, "--trap-hosts", strconv.Itoa(traps),
 		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10))
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {

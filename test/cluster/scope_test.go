@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -236,4 +237,38 @@ func TestProcDefaultScopeSites(t *testing.T) {
 		total += len(s.pages)
 	}
 	t.Logf("%d sites, %d pages, fetched by %s", len(sites), total, strconv.Itoa(len(ps))+" nodes")
+}
+
+// TestProcMaxPagesPerHostClusterWide: scope.max_pages_per_host counts
+// across the cluster. Three nodes crawl the synthetic web with its spider
+// trap (an endless calendar): the trap host gets about the cap, not three
+// times it, and every regular page is still fetched exactly once.
+func TestProcMaxPagesPerHostClusterWide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	web, webAddr, exp := clusterWebWith(t, 1, 1)
+	if len(exp.TrapHosts) != 1 {
+		t.Fatalf("the web has %d reachable trap hosts, want 1", len(exp.TrapHosts))
+	}
+	c := newProcCluster(t, web, webAddr)
+	ps := startCluster(t, c, 3)
+	if err := ps[0].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, ps, 4*time.Minute)
+	limit := webnode.MaxPagesPerHost
+	trap := map[string]int{}
+	for h, n := range exp.TrapHosts {
+		trap[h], exp.TrapHosts[h] = n, -1 // counted below, not by the oracle
+	}
+	rep := checkCrawl(t, webAddr, exp, c.delay, 1, 0, ps)
+	most := 3 * cluster.ShareCap(limit, 3)
+	for h := range trap {
+		n := rep.TrapFetches[h]
+		if n < limit || n > most {
+			t.Errorf("trap host %s: %d page fetches, want %d..%d (the cap %d counted across 3 nodes)", h, n, limit, most, limit)
+		}
+		t.Logf("trap host %s: %d page fetches (cap %d, at most %d)", h, n, limit, most)
+	}
 }
