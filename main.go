@@ -134,6 +134,7 @@ func newClusterHook(cfg config.Config, key []byte, api string, log *slog.Logger,
 		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
 		cc.Scope = env.SeedHosts
 		cc.Robots = env.Robots
+		cc.Redirects = env.Redirects
 		c, err := cluster.Start(cc, env.Frontier, log)
 		if err != nil {
 			return nil, nil, nil, err

@@ -102,9 +102,23 @@ func checkEntry(e Entry) error {
 	return nil
 }
 
-// appendEntry encodes e: kind, uvarint depth, uvarint-length host, uvarint-length URL.
+// kindRedirects, set in an entry's kind byte, says that a byte with the
+// redirect chain length (NewURL.Redirects) follows it. Entries without it
+// are encoded as before it existed, so an outbox written then still reads.
+const kindRedirects = 0x80
+
+// MaxEntryRedirects is the longest redirect chain an entry carries.
+const MaxEntryRedirects = 255
+
+// appendEntry encodes e: kind (| kindRedirects, then the redirect chain
+// length, when it is not 0), uvarint depth, uvarint-length host,
+// uvarint-length URL.
 func appendEntry(b []byte, e Entry) []byte {
-	b = append(b, byte(e.Kind))
+	if r := min(max(e.Redirects, 0), MaxEntryRedirects); r > 0 {
+		b = append(b, byte(e.Kind)|kindRedirects, byte(r))
+	} else {
+		b = append(b, byte(e.Kind))
+	}
 	b = binary.AppendUvarint(b, uint64(e.Depth))
 	b = binary.AppendUvarint(b, uint64(len(e.Host)))
 	b = append(b, e.Host...)
@@ -164,7 +178,11 @@ func (d *decoder) str(max int) string {
 
 func (d *decoder) entry() Entry {
 	var e Entry
-	e.Kind = Kind(d.byte())
+	k := d.byte()
+	if k&kindRedirects != 0 {
+		e.Redirects = int(d.byte())
+	}
+	e.Kind = Kind(k &^ kindRedirects)
 	depth := d.uvarint()
 	e.Host = d.str(MaxEntryHost)
 	e.URL = d.str(MaxEntryURL)

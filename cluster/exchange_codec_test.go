@@ -13,11 +13,19 @@ func TestBatchCodec(t *testing.T) {
 		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a.test/", Host: "a.test", Depth: 0}},
 		{Kind: KindDone, NewURL: frontier.NewURL{URL: "https://b.test:8443/x?y", Host: "b.test:8443", Depth: 12345}},
 		{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://c.test/moved", Host: "c.test", Depth: 3}},
+		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://c.test/r2", Host: "c.test", Depth: 4, Redirects: 2}},
+		{Kind: KindScope, NewURL: frontier.NewURL{Host: "d.test"}},
+		{Kind: KindRobots, NewURL: frontier.NewURL{Host: "http://d.test", URL: "1700000000000\nUser-agent: *\n", Depth: 200}},
 	}}
 	p := EncodeBatch(b)
 	got, err := DecodeBatch(p)
 	if err != nil || !reflect.DeepEqual(got, b) {
 		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	// An entry without redirects is encoded as before they were carried
+	// (outboxes written then still read).
+	if old := appendEntry(nil, Entry{Kind: KindMoved, NewURL: frontier.NewURL{URL: "u", Host: "h", Depth: 1}}); old[0] != byte(KindMoved) || len(old) != 6 {
+		t.Fatalf("entry without redirects encoded as % x", old)
 	}
 	if e, err := DecodeBatch(EncodeBatch(Batch{ID: 7})); err != nil || e.ID != 7 || len(e.Entries) != 0 {
 		t.Fatalf("empty batch: %+v %v", e, err)
@@ -34,7 +42,9 @@ func TestBatchCodec(t *testing.T) {
 		{"huge count", []byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0}, "does not fit"},
 		{"bad varint", []byte{msgBatch, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "bad varint"},
 		{"kind", []byte{msgBatch, 1, 1, 9, 0, 0, 1, 'x'}, "kind 9"},
-		{"kind after replica", []byte{msgBatch, 1, 1, 4, 0, 0, 1, 'x'}, "kind 4"},
+		{"kind after robots", []byte{msgBatch, 1, 1, 0x7f, 0, 0, 1, 'x'}, "kind 127"},
+		{"redirects truncated", []byte{msgBatch, 1, 1, kindRedirects, 0, 0, 0}, "bad varint"},
+		{"scope with url", []byte{msgBatch, 1, 1, byte(KindScope), 0, 1, 'h', 1, 'x'}, "scope entry"},
 		{"empty url", []byte{msgBatch, 1, 1, 0, 0, 0, 0, 0}, "url of 0 bytes"},
 		{"long host", append([]byte{msgBatch, 1, 1, 0, 0, 0x81, 0x10}, make([]byte, 2100)...), "exceeds"},
 	} {

@@ -70,6 +70,10 @@ type NodeConfig struct {
 	// admission cap (0 = unlimited): the node's frontier admits ShareCap
 	// of it for its share of each host.
 	MaxPagesPerHost int
+	// Redirects remembers the redirect chain lengths that discovered URLs
+	// carry (NewURL.Redirects) for the node's fetch.max_redirects. nil:
+	// chains are counted per member.
+	Redirects RedirectMemory
 	// Robots takes the robots.txt records the other members fetched. nil:
 	// they are dropped.
 	Robots RobotsCache
@@ -98,6 +102,12 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 	}
+}
+
+// RedirectMemory keeps the redirect chain lengths of URLs this node will
+// fetch, so that a chain is limited however many members it crosses.
+type RedirectMemory interface {
+	RememberRedirects(urls []frontier.NewURL)
 }
 
 // ScopeDelegate keeps the node's seed hosts for the cluster. The node's
@@ -221,6 +231,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
 		return 0, errLeaving
+	}
+	if c.cfg.Redirects != nil && (kind == KindNew || kind == KindMoved) {
+		c.cfg.Redirects.RememberRedirects(urls)
 	}
 	var local []frontier.NewURL
 	var fwd map[string][]frontier.NewURL

@@ -82,6 +82,11 @@ type NewURL struct {
 	URL   string
 	Host  string
 	Depth int
+	// Redirects is the length of the redirect chain that led to URL (0: a
+	// link). It travels with a redirect's target to the target's owner,
+	// which limits chains (fetch.max_redirects) however many members they
+	// cross; the frontier does not keep it.
+	Redirects int
 }
 
 // Result is the outcome of one fetch, reported with Finish.

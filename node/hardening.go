@@ -140,6 +140,7 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 	if !t.discover(loc, it.Depth+1) {
 		return
 	}
+	t.found[len(t.found)-1].Redirects = hops // for its owner, should another member own it
 	entry.Outlinks = 1
 	if n.hard != nil {
 		if norm, err := fetch.Normalize(loc); err == nil {
@@ -183,4 +184,18 @@ func invalidReason(err error) string {
 		return "bad_port"
 	}
 	return "invalid"
+}
+
+// RememberRedirects implements the cluster's RedirectMemory: the redirect
+// chain lengths of targets another member found, so that fetch.max_redirects
+// counts a chain across members.
+func (n *Node) RememberRedirects(urls []frontier.NewURL) {
+	if n.hard == nil {
+		return
+	}
+	for _, u := range urls {
+		if u.Redirects > 0 {
+			n.hard.redirects.Add(frontier.Fingerprint(u.URL), uint8(min(u.Redirects, 255)))
+		}
+	}
 }

@@ -85,6 +85,9 @@ type ClusterEnv struct {
 	// Wake tells the scheduler that URLs arrived in the frontier from
 	// elsewhere (the URL exchange).
 	Wake func()
+	// Redirects remembers the redirect chain lengths of the targets other
+	// nodes found and this node owns (fetch.max_redirects).
+	Redirects interface{ RememberRedirects([]frontier.NewURL) }
 	// Robots is the node's robots.txt cache: the cluster imports into it
 	// the robots.txt the other nodes fetched.
 	Robots *fetch.Robots
@@ -310,7 +313,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}
 	if opts.Cluster != nil {
-		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots}
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n}
 		if n.seedHosts != nil {
 			env.SeedHosts = n.seedHosts
 		}

@@ -272,3 +272,54 @@ func TestProcMaxPagesPerHostClusterWide(t *testing.T) {
 		t.Logf("trap host %s: %d page fetches (cap %d, at most %d)", h, n, limit, most)
 	}
 }
+
+// TestProcRedirectLimitClusterWide: fetch.max_redirects counts a redirect
+// chain across the members it crosses (each hop's target is owned by any
+// member). Three nodes follow an endless chain /r/1 -> /r/2 -> ...: the
+// site sees the chain's start and max_redirects hops, then no more.
+func TestProcRedirectLimitClusterWide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	var mu sync.Mutex
+	hops := map[int]int{} // chain position -> requests
+	ln, err := net.Listen("tcp", "127.0.0.50:0")
+	if err != nil {
+		t.Fatalf("listen on 127.0.0.50 (loopback alias): %v", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var i int
+		if _, err := fmt.Sscanf(r.URL.Path, "/r/%d", &i); err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		hops[i]++
+		mu.Unlock()
+		http.Redirect(w, r, fmt.Sprintf("/r/%d", i+1), http.StatusFound)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	web, webAddr, _ := clusterWeb(t) // the harness's web; not seeded here
+	c := newProcCluster(t, web, webAddr)
+	c.defaultScope = true
+	ps := startCluster(t, c, 3)
+	if err := ps[0].postSeeds([]string{"http://" + ln.Addr().String() + "/r/0"}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, ps, 2*time.Minute)
+	limit := config.Default().Fetch.MaxRedirects
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 0; i <= limit; i++ {
+		if hops[i] != 1 {
+			t.Errorf("/r/%d requested %d times, want 1 (the chain's start and %d hops are followed)", i, hops[i], limit)
+		}
+	}
+	for i, n := range hops {
+		if i > limit {
+			t.Errorf("/r/%d requested %d times: the chain was followed past fetch.max_redirects=%d", i, n, limit)
+		}
+	}
+}
