@@ -119,8 +119,14 @@ func clusterHook(cfg config.Config, log *slog.Logger) (node.ClusterHook, error) 
 	if err != nil {
 		return nil, err
 	}
+	tlsConf, err := cfg.Cluster.ClusterTLS(cfg.Name)
+	if err != nil {
+		return nil, err
+	}
 	return func(f *frontier.Frontier, wake func()) (node.Router, node.PhaseClock, io.Closer, error) {
-		c, err := cluster.Start(cluster.NodeConfigFrom(cfg, key, cfg.HTTP, wake), f, log)
+		nc := cluster.NodeConfigFrom(cfg, key, cfg.HTTP, wake)
+		nc.TLS = tlsConf
+		c, err := cluster.Start(nc, f, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}

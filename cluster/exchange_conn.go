@@ -45,6 +45,10 @@ import (
 // from 0: a frame cannot be read, forged, altered, replayed (on this or
 // another connection) or reordered; the receiver closes the connection at
 // the first frame that does not open. Lengths and timing stay visible.
+//
+// With config cluster.tls_* (ExchangeConfig.TLS) all of this runs inside
+// mutual TLS 1.3, whose certificates must name the members
+// (exchange_tls.go): the cluster key and the certificates are both needed.
 
 const (
 	hsMagic = "PCX2"
@@ -232,7 +236,7 @@ func clientHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout 
 	}
 	okb := make([]byte, sealedOK)
 	if _, err := io.ReadFull(x.r, okb); err != nil {
-		return nil, hsErr("peer %q refused our cluster key (keys differ? --cluster-key-file): %v", sname, err)
+		return nil, hsErr("peer %q refused us (keys differ? --cluster-key-file; with cluster.tls_*, is our certificate for our member name?): %v", sname, err)
 	}
 	if p, err := s2c.Open(nil, seqNonce(&x.nonce, 1), okb, t); err != nil || len(p) != 1 || p[0] != 1 {
 		return nil, hsErr("peer %q sent a forged acceptance", sname)
@@ -248,6 +252,12 @@ func clientHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout 
 
 // serverHandshake authenticates c as the accepting side.
 func serverHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout time.Duration) (*xconn, error) {
+	return serverHandshakeAdmit(c, key, name, maxFrame, timeout, nil)
+}
+
+// serverHandshakeAdmit is serverHandshake with admit, when set, called with
+// the client's proven name before the server accepts it: an error refuses.
+func serverHandshakeAdmit(c net.Conn, key []byte, name string, maxFrame int, timeout time.Duration, admit func(peer string) error) (*xconn, error) {
 	if len(name) > maxNameLen {
 		return nil, fmt.Errorf("cluster: exchange name of %d bytes: at most %d", len(name), maxNameLen)
 	}
@@ -288,6 +298,11 @@ func serverHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout 
 	cname, ok := unpadName(pn)
 	if err != nil || !ok {
 		return nil, hsErr("peer did not prove the cluster key (keys differ? --cluster-key-file)")
+	}
+	if admit != nil {
+		if err := admit(cname); err != nil {
+			return nil, err
+		}
 	}
 	t = append(t, sealed...)
 	okb := s2c.Seal(nil, seqNonce(&x.nonce, 1), []byte{1}, t)
