@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"fmt"
 	"net"
 	"time"
 )
@@ -27,13 +29,39 @@ func (x *Exchange) connect(c net.Conn, peer string) (*xconn, error) {
 	if x.cfg.TLS == nil {
 		return clientHandshake(c, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
 	}
-	conf := x.cfg.TLS.Clone()
-	conf.ServerName = peer
-	tc := tls.Client(c, conf)
+	tc := tls.Client(c, clientTLS(x.cfg.TLS, peer))
 	if err := tlsHandshake(tc, x.cfg.HandshakeTimeout); err != nil {
 		return nil, err
 	}
 	return clientHandshake(tc, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
+}
+
+// clientTLS is base for dialing peer: the server's certificate must chain
+// to base.RootCAs and name peer. The check is done here, not by crypto/tls
+// through ServerName, so that the client hello carries no server name
+// (SNI is sent in clear): member names stay off the wire.
+func clientTLS(base *tls.Config, peer string) *tls.Config {
+	conf := base.Clone()
+	conf.ServerName = ""
+	conf.InsecureSkipVerify = true // replaced by VerifyConnection below
+	roots := base.RootCAs
+	conf.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return fmt.Errorf("peer %q sent no certificate", peer)
+		}
+		inter := x509.NewCertPool()
+		for _, ic := range cs.PeerCertificates[1:] {
+			inter.AddCert(ic)
+		}
+		_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+			DNSName: peer, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		})
+		if err != nil {
+			return fmt.Errorf("certificate of peer %q: %w", peer, err)
+		}
+		return nil
+	}
+	return conf
 }
 
 func tlsHandshake(tc *tls.Conn, timeout time.Duration) error {

@@ -61,31 +61,32 @@ func TestExchangeMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const sa, rb = "tls-member-alpha", "tls-member-bravo"
 	for _, tc := range []struct {
 		name   string
-		sender func() *tls.Config // member "a"
-		recv   func() *tls.Config // member "b"
+		sender func() *tls.Config // member sa
+		recv   func() *tls.Config // member rb
 		ok     bool
 	}{
 		{"certificates of the CA for the member names",
-			func() *tls.Config { return memberTLS(t, ca, "a") }, func() *tls.Config { return memberTLS(t, ca, "b") }, true},
+			func() *tls.Config { return memberTLS(t, ca, sa) }, func() *tls.Config { return memberTLS(t, ca, rb) }, true},
 		{"sender's certificate of another CA",
-			func() *tls.Config { return withRoots(memberTLS(t, other, "a"), ca) }, func() *tls.Config { return memberTLS(t, ca, "b") }, false},
+			func() *tls.Config { return withRoots(memberTLS(t, other, sa), ca) }, func() *tls.Config { return memberTLS(t, ca, rb) }, false},
 		{"receiver's certificate of another CA",
-			func() *tls.Config { return memberTLS(t, ca, "a") }, func() *tls.Config { return withRoots(memberTLS(t, other, "b"), ca) }, false},
+			func() *tls.Config { return memberTLS(t, ca, sa) }, func() *tls.Config { return withRoots(memberTLS(t, other, rb), ca) }, false},
 		{"receiver's certificate for another name",
-			func() *tls.Config { return memberTLS(t, ca, "a") }, func() *tls.Config { return memberTLS(t, ca, "c") }, false},
+			func() *tls.Config { return memberTLS(t, ca, sa) }, func() *tls.Config { return memberTLS(t, ca, "tls-member-charlie") }, false},
 		{"sender's certificate for another name",
-			func() *tls.Config { return memberTLS(t, ca, "mallory") }, func() *tls.Config { return memberTLS(t, ca, "b") }, false},
-		{"sender without TLS", func() *tls.Config { return nil }, func() *tls.Config { return memberTLS(t, ca, "b") }, false},
-		{"receiver without TLS", func() *tls.Config { return memberTLS(t, ca, "a") }, func() *tls.Config { return nil }, false},
+			func() *tls.Config { return memberTLS(t, ca, "mallory") }, func() *tls.Config { return memberTLS(t, ca, rb) }, false},
+		{"sender without TLS", func() *tls.Config { return nil }, func() *tls.Config { return memberTLS(t, ca, rb) }, false},
+		{"receiver without TLS", func() *tls.Config { return memberTLS(t, ca, sa) }, func() *tls.Config { return nil }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			book := &addrBook{}
-			a := newTLSNode(t, "a", tc.sender(), allTo("b"), book)
-			b := newTLSNode(t, "b", tc.recv(), allTo("b"), book)
+			a := newTLSNode(t, sa, tc.sender(), allTo(rb), book)
+			b := newTLSNode(t, rb, tc.recv(), allTo(rb), book)
 			tp := startTap(t, b.x.Addr(), nil)
-			book.set("b", tp.ln.Addr().String())
+			book.set(rb, tp.ln.Addr().String())
 			urls := wireURLs(500)
 			route(t, a.x, urls, 250)
 			if !tc.ok {
@@ -104,9 +105,13 @@ func TestExchangeMutualTLS(t *testing.T) {
 			if len(c2s) < 3 || c2s[0] != 0x16 || c2s[1] != 3 || len(s2c) < 3 || s2c[0] != 0x16 {
 				t.Fatalf("the connection does not start with TLS records: % x / % x", c2s[:min(3, len(c2s))], s2c[:min(3, len(s2c))])
 			}
+			// Nor are the URLs, nor the member names (no server name in
+			// the client hello; TLS 1.3 encrypts the certificates).
 			for _, w := range [][]byte{c2s, s2c} {
-				if bytes.Contains(w, []byte(hsMagic)) || bytes.Contains(w, []byte(urls[7].URL)) || bytes.Contains(w, []byte(urls[9].Host)) {
-					t.Errorf("the cluster key's handshake or a URL is visible inside TLS")
+				for _, s := range []string{hsMagic, urls[7].URL, urls[9].Host, sa, rb} {
+					if bytes.Contains(w, []byte(s)) {
+						t.Errorf("%q is visible on the wire", s)
+					}
 				}
 			}
 		})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/test/testpki"
 )
 
 // tcpdump is a packet capture on the loopback interface.
@@ -145,6 +146,17 @@ func portOf(t *testing.T, hostPort string) int {
 // canary (web URLs sent over a captured port in clear, split over two TCP
 // segments) proves that the capture and the search would see them.
 func TestProcCaptureSealed(t *testing.T) {
+	captureCrawl(t, false)
+}
+
+// TestProcCaptureSealedTLS is TestProcCaptureSealed with the exchange over
+// mutual TLS (cluster.tls_*: one certificate naming the three members):
+// every exchange connection starts with a TLS record.
+func TestProcCaptureSealedTLS(t *testing.T) {
+	captureCrawl(t, true)
+}
+
+func captureCrawl(t *testing.T, withTLS bool) {
 	if testing.Short() {
 		t.Skip("multi-process cluster crawl in -short mode")
 	}
@@ -161,6 +173,25 @@ func TestProcCaptureSealed(t *testing.T) {
 		exchangePorts[portOf(t, p.exchange)] = true
 		gossipPorts[portOf(t, p.gossip)] = true
 		ports = append(ports, portOf(t, p.exchange), portOf(t, p.gossip))
+	}
+	if withTLS {
+		ca, err := testpki.NewCA("capture test CA")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range ps {
+			names = append(names, p.name)
+		}
+		l, err := ca.Issue(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, key, caFile, err := ca.Files(c.dir, "member", l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.env = append(c.env, "PHASECRAWL_CLUSTER_TLS_CERT="+cert, "PHASECRAWL_CLUSTER_TLS_KEY="+key, "PHASECRAWL_CLUSTER_TLS_CA="+caFile)
 	}
 	canary, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -280,6 +311,9 @@ func TestProcCaptureSealed(t *testing.T) {
 			continue
 		case exchangePorts[sp] || exchangePorts[dp]:
 			exchangeBytes += len(s.data)
+			if withTLS && len(s.data) > 0 && s.data[0] != 0x16 {
+				t.Errorf("%s: the exchange connection starts with % x, not a TLS record", f, s.data[:min(4, len(s.data))])
+			}
 		case gossipPorts[sp] || gossipPorts[dp]:
 			gossipBytes += len(s.data)
 		}
