@@ -1,9 +1,13 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/test/testpki"
 )
 
 // BenchmarkExchange: URLs routed at a and delivered to b's inserter through
@@ -53,13 +57,41 @@ func newBenchNode(b *testing.B, name string, book *addrBook) *testNode {
 
 // BenchmarkExchangeFrames: frames of a 1000-URL batch written by one side
 // of an authenticated connection and read by the other over loopback TCP
-// (the wire protocol alone, without the outbox; bytes/s reported).
+// (the wire protocol alone, without the outbox; bytes/s reported), with the
+// cluster key alone and inside mutual TLS.
 func BenchmarkExchangeFrames(b *testing.B) {
+	ca, err := testpki.NewCA("bench CA")
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := ca.Issue([]string{"srv", "cli"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, key, caFile, err := ca.Files(b.TempDir(), "m", l)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tc, err := config.Cluster{TLSCert: cert, TLSKey: key, TLSCA: caFile}.ClusterTLS("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		tls  *tls.Config
+	}{{"key", nil}, {"tls", tc}} {
+		b.Run(bc.name, func(b *testing.B) { benchFrames(b, bc.tls) })
+	}
+}
+
+func benchFrames(b *testing.B, tc *tls.Config) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ln.Close()
+	srv := &Exchange{cfg: ExchangeConfig{Name: "srv", Key: testKey, TLS: tc, MaxFrame: DefaultMaxFrame, HandshakeTimeout: 5 * time.Second}}
+	cli := &Exchange{cfg: ExchangeConfig{Name: "cli", Key: testKey, TLS: tc, MaxFrame: DefaultMaxFrame, HandshakeTimeout: 5 * time.Second}}
 	type res struct {
 		x   *xconn
 		err error
@@ -71,14 +103,14 @@ func BenchmarkExchangeFrames(b *testing.B) {
 			ch <- res{nil, err}
 			return
 		}
-		x, err := serverHandshake(c, testKey, "srv", DefaultMaxFrame, 5*time.Second)
+		x, err := srv.accept(c)
 		ch <- res{x, err}
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}
-	cx, err := clientHandshake(c, testKey, "cli", DefaultMaxFrame, 5*time.Second)
+	cx, err := cli.connect(c, "srv")
 	if err != nil {
 		b.Fatal(err)
 	}
