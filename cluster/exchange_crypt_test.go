@@ -123,7 +123,7 @@ func wireURLs(n int) []frontier.NewURL {
 	return us
 }
 
-// TestExchangeWireConfidential records every byte of an exchange session
+// TestExchangeWireConfidential records every byte of an exchange connection
 // that carries batches of URLs (handshake, batches, acks) and finds no URL,
 // host, path or member name in it.
 func TestExchangeWireConfidential(t *testing.T) {
@@ -149,7 +149,7 @@ func TestExchangeWireConfidential(t *testing.T) {
 		needles[u.Host] = true
 		needles[u.URL[strings.Index(u.URL, "/private/"):]] = true
 	}
-	// The search would find them in clear text, and the session did carry them.
+	// The search would find them in clear text, and the connection did carry them.
 	var es []Entry
 	for _, u := range urls[:3] {
 		es = append(es, Entry{NewURL: u})
