@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -42,8 +43,10 @@ func needCapture(t *testing.T, what string) {
 	t.Skipf("packet capture unavailable: %s (install tcpdump and run as root to run this test; under CI=true it fails)", what)
 }
 
-// startTcpdump captures, on lo, the packets to or from the given ports.
-func startTcpdump(t *testing.T, ports []int) *tcpdump {
+// startTcpdump captures, on lo, the packets to or from the given
+// addresses (IP:port; a port alone would also catch unrelated connections
+// whose ephemeral port on another address happens to be the same).
+func startTcpdump(t *testing.T, addrs []netip.AddrPort) *tcpdump {
 	t.Helper()
 	bin, err := exec.LookPath("tcpdump")
 	if err != nil {
@@ -58,8 +61,9 @@ func startTcpdump(t *testing.T, ports []int) *tcpdump {
 		needCapture(t, "tcpdump is not installed")
 	}
 	var terms []string
-	for _, p := range ports {
-		terms = append(terms, "port "+strconv.Itoa(p))
+	for _, a := range addrs {
+		ip, p := a.Addr().String(), strconv.Itoa(int(a.Port()))
+		terms = append(terms, fmt.Sprintf("(src host %s and src port %s) or (dst host %s and dst port %s)", ip, p, ip, p))
 	}
 	d := &tcpdump{path: filepath.Join(t.TempDir(), "cluster.pcap"), ready: make(chan struct{}), done: make(chan struct{})}
 	args := []string{"-i", "lo", "-n", "-U", "-s", "0", "-B", "16384", "-w", d.path}
@@ -125,17 +129,13 @@ func (d *tcpdump) stop(t *testing.T) int {
 	return n
 }
 
-func portOf(t *testing.T, hostPort string) int {
+func addrOf(t *testing.T, hostPort string) netip.AddrPort {
 	t.Helper()
-	_, p, err := net.SplitHostPort(hostPort)
+	a, err := netip.ParseAddrPort(hostPort)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return a
 }
 
 // TestProcCaptureSealed captures, with tcpdump on lo, every packet on the
@@ -164,15 +164,15 @@ func captureCrawl(t *testing.T, withTLS bool) {
 	c := newProcCluster(t, web, webAddr)
 	const n = 3
 	var ps []*proc
-	var ports []int
-	exchangePorts, gossipPorts := map[int]bool{}, map[int]bool{}
+	var addrs []netip.AddrPort
+	exchangeAddrs, gossipAddrs := map[netip.AddrPort]bool{}, map[netip.AddrPort]bool{}
 	for i := 0; i < n; i++ {
 		p := c.add(i)
 		p.name = fmt.Sprintf("capture-member-%d", i) // long enough to search for
 		ps = append(ps, p)
-		exchangePorts[portOf(t, p.exchange)] = true
-		gossipPorts[portOf(t, p.gossip)] = true
-		ports = append(ports, portOf(t, p.exchange), portOf(t, p.gossip))
+		exchangeAddrs[addrOf(t, p.exchange)] = true
+		gossipAddrs[addrOf(t, p.gossip)] = true
+		addrs = append(addrs, addrOf(t, p.exchange), addrOf(t, p.gossip))
 	}
 	if withTLS {
 		ca, err := testpki.NewCA("capture test CA")
@@ -198,8 +198,8 @@ func captureCrawl(t *testing.T, withTLS bool) {
 		t.Fatal(err)
 	}
 	defer canary.Close()
-	canaryPort := portOf(t, canary.Addr().String())
-	ports = append(ports, canaryPort)
+	canaryAddr := addrOf(t, canary.Addr().String())
+	addrs = append(addrs, canaryAddr)
 
 	// The needles: every page URL the crawl may forward, its path (when
 	// long enough not to occur in random bytes by chance), every host
@@ -233,7 +233,7 @@ func captureCrawl(t *testing.T, withTLS bool) {
 		t.Fatalf("the search finds %q in a clear-text batch of %s: want its URL and host", got, seeds[0])
 	}
 
-	dump := startTcpdump(t, ports)
+	dump := startTcpdump(t, addrs)
 	// The canary: two web URLs in clear over a captured port, in two segments.
 	canaryText := seeds[1] + " " + seeds[2]
 	go func() {
@@ -303,19 +303,20 @@ func captureCrawl(t *testing.T, withTLS bool) {
 	var exchangeBytes, gossipBytes, canaryBytes int
 	var canaryFound []string
 	for f, s := range cp.streams {
-		sp, dp := int(f.src.Port()), int(f.dst.Port())
 		switch {
-		case sp == canaryPort || dp == canaryPort:
+		case f.src == canaryAddr || f.dst == canaryAddr:
 			canaryBytes += len(s.data)
 			canaryFound = append(canaryFound, fd.find(s.data)...)
 			continue
-		case exchangePorts[sp] || exchangePorts[dp]:
+		case exchangeAddrs[f.src] || exchangeAddrs[f.dst]:
 			exchangeBytes += len(s.data)
 			if withTLS && len(s.data) > 0 && s.data[0] != 0x16 {
 				t.Errorf("%s: the exchange connection starts with % x, not a TLS record", f, s.data[:min(4, len(s.data))])
 			}
-		case gossipPorts[sp] || gossipPorts[dp]:
+		case gossipAddrs[f.src] || gossipAddrs[f.dst]:
 			gossipBytes += len(s.data)
+		default:
+			t.Errorf("%s: captured, but not to or from a member's exchange or gossip address", f)
 		}
 		if got := fd.find(s.data); len(got) > 0 {
 			t.Errorf("%s (%d bytes, %d packets): %d readable, e.g. %q", f, len(s.data), s.packets, len(got), got[:min(5, len(got))])
