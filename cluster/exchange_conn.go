@@ -174,7 +174,7 @@ func readHello(r io.Reader, who string) (hello []byte, old bool, err error) {
 	buf := make([]byte, helloLen)
 	if n, err := io.ReadFull(r, buf); err != nil {
 		if n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-			return nil, false, hsErr("%s closed the connection without a hello: not a phasecrawl exchange of protocol %s (a phasecrawl speaking %s closes it so; run the same version on every member)",
+			return nil, false, hsErr("%s closed the connection without a hello: not a phasecrawl exchange of protocol %s (a phasecrawl speaking %s closes it so, run the same version on every member; so does one that requires TLS, set cluster.tls_* on every member or none)",
 				who, hsMagic, hsOldMagic)
 		}
 		return nil, false, hsErr("read hello of %s: %v", who, err)
