@@ -59,7 +59,7 @@ func startDemoCluster(ctx context.Context, srv *webnode.Server, dir string, dela
 			return fail(fmt.Errorf("demo: listen on %s (a loopback alias; Linux has 127.0.0.0/8, other systems need `ifconfig lo0 alias`): %w", d.ip, err))
 		}
 		var gossip string
-		hook := newClusterHook(cfg, key, ln.Addr().String(), log.With("node", d.name), func(c *cluster.Cluster) { gossip = c.Members().Addr() })
+		hook := newClusterHook(cfg, key, nil, ln.Addr().String(), log.With("node", d.name), func(c *cluster.Cluster) { gossip = c.Members().Addr() })
 		if d.n, err = node.New(cfg, node.Options{Logger: log.With("node", d.name), Listener: ln, Cluster: hook}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("demo: %s: %w", d.name, err))

@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -123,15 +124,20 @@ func clusterHook(cfg config.Config, log *slog.Logger) (node.ClusterHook, error) 
 	if err != nil {
 		return nil, err
 	}
-	return newClusterHook(cfg, key, cfg.HTTP, log, nil), nil
+	tlsConf, err := cfg.Cluster.ClusterTLS(cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	return newClusterHook(cfg, key, tlsConf, cfg.HTTP, log, nil), nil
 }
 
 // newClusterHook returns the hook that starts one node's cluster layer with
-// key, gossiping api as the node's API address; started, if set, gets the
-// cluster once it runs.
-func newClusterHook(cfg config.Config, key []byte, api string, log *slog.Logger, started func(*cluster.Cluster)) node.ClusterHook {
+// key (and tlsConf, nil without operator certificates), gossiping api as
+// the node's API address; started, if set, gets the cluster once it runs.
+func newClusterHook(cfg config.Config, key []byte, tlsConf *tls.Config, api string, log *slog.Logger, started func(*cluster.Cluster)) node.ClusterHook {
 	return func(env node.ClusterEnv) (node.Router, node.PhaseClock, io.Closer, error) {
 		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
+		cc.TLS = tlsConf
 		cc.Scope = env.SeedHosts
 		cc.Robots = env.Robots
 		cc.Redirects = env.Redirects

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,12 @@ type ExchangeConfig struct {
 	Name   string // local member name (as in MembersConfig). Required.
 	Listen string // HOST:PORT to accept peers' batches on. Default "0.0.0.0:7947".
 	Key    []byte // cluster key, 16, 24 or 32 bytes (--cluster-key-file). Required.
+	// TLS, when set, runs every exchange connection over mutual TLS as
+	// well (config cluster.tls_*): its Certificates, RootCAs and ClientCAs
+	// serve both sides; a peer's certificate must be valid for its member
+	// name. The cluster key's handshake and sealed frames run inside.
+	// Default nil: no TLS.
+	TLS *tls.Config
 
 	Outbox  *Outbox                        // durable queue of URLs to send. Required.
 	Local   Inserter                       // the local frontier. Required.
@@ -114,6 +121,8 @@ func (c *ExchangeConfig) fill() error {
 		return fmt.Errorf("cluster: exchange max_delay=%s: must be 1ms..1m", c.MaxDelay)
 	case c.MaxFrame < 1<<20 || c.MaxFrame > 64<<20:
 		return fmt.Errorf("cluster: exchange max_frame=%d: must be 1 MiB..64 MiB", c.MaxFrame)
+	case c.TLS != nil && (len(c.TLS.Certificates) == 0 || c.TLS.RootCAs == nil || c.TLS.ClientCAs == nil):
+		return errors.New("cluster: exchange TLS: needs a certificate, RootCAs and ClientCAs (cluster.tls_cert, cluster.tls_key, cluster.tls_ca)")
 	case c.BackoffMax < c.BackoffMin:
 		return fmt.Errorf("cluster: exchange backoff_max=%s: must be >= backoff_min=%s", c.BackoffMax, c.BackoffMin)
 	}
@@ -385,7 +394,7 @@ func (x *Exchange) acceptLoop() {
 func (x *Exchange) serve(c net.Conn) {
 	defer x.wg.Done()
 	defer x.untrack(c)
-	xc, err := serverHandshake(c, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
+	xc, err := x.accept(c)
 	if err != nil {
 		if x.ctx.Err() == nil {
 			x.st.handshakeErrors.Add(1)
@@ -454,6 +463,7 @@ type sender struct {
 	wake  chan struct{} // the queue grew
 	kick  chan struct{} // the membership changed
 	conn  *xconn
+	raw   net.Conn // conn's TCP connection (tracked)
 	addr  string
 	fails int
 	// lastSend is when the last batch was taken to be sent (waitReady).
@@ -687,7 +697,7 @@ func (s *sender) dial(addr string) error {
 		c.Close()
 		return net.ErrClosed
 	}
-	xc, err := clientHandshake(c, x.cfg.Key, x.cfg.Name, x.cfg.MaxFrame, x.cfg.HandshakeTimeout)
+	xc, err := x.connect(c, s.peer)
 	if err == nil && xc.peer != s.peer {
 		err = fmt.Errorf("cluster: %s answers as %q, want %q (stale address?)", addr, xc.peer, s.peer)
 	}
@@ -696,13 +706,13 @@ func (s *sender) dial(addr string) error {
 		return fmt.Errorf("cluster: connect to peer %s at %s: %w", s.peer, addr, err)
 	}
 	x.st.dials.Add(1)
-	s.conn, s.addr = xc, addr
+	s.conn, s.raw, s.addr = xc, c, addr
 	return nil
 }
 
 func (s *sender) closeConn() {
 	if s.conn != nil {
-		s.x.untrack(s.conn.c)
-		s.conn = nil
+		s.x.untrack(s.raw)
+		s.conn, s.raw = nil, nil
 	}
 }

@@ -2,103 +2,162 @@ package cluster
 
 import (
 	"bufio"
-	"crypto/hmac"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
+	"math"
 	"net"
+	"strings"
 	"time"
 )
 
-// Wire protocol of the exchange (one TCP connection per sender->receiver pair):
+// Wire protocol of the exchange, version PCX2 (one TCP connection per
+// sender->receiver pair; docs/design/exchange-security.md has the rationale):
 //
-//	handshake  C->S  "PCX1" | nonceC[32] | uvarint len | client name
-//	           S->C  "PCX1" | nonceS[32] | uvarint len | server name | macS[32]
-//	           C->S  macC[32]
-//	           S->C  1 (accepted) or 0 (refused, then close)
-//	macS = HMAC-SHA256(key, "pcx server" | T), macC = HMAC-SHA256(key, "pcx client" | T),
-//	T = nonceC | nonceS | len+client name | len+server name. Each side proves the key
-//	before the other sends or accepts a batch; fresh crypto/rand nonces stop replays.
-//	frames     uint32 BE length | payload | HMAC-SHA256(session key, seq | payload)[:16]
-//	with one session key per direction (HMAC(key, "pcx c2s"|T), HMAC(key, "pcx s2c"|T))
-//	and seq counting frames per direction: frames cannot be forged, replayed or
-//	reordered. The payload is not encrypted.
+//	hello      C->S  "PCX2" | nonceC[32]
+//	           S->C  "PCX2" | nonceS[32] | Seal(hsS2C, 0, name(S))      AD = C->S hello | "PCX2" | nonceS
+//	           C->S  Seal(hsC2S, 0, name(C))                            AD = every byte so far
+//	           S->C  Seal(hsS2C, 1, 0x01 accepted)                      AD = every byte so far
+//	frames     uint32 BE len(ct) | ct = Seal(k, seq, payload)           AD = the 4 length bytes
+//
+// Seal(k, n, p) is AES-256-GCM under key k with the 12-byte nonce
+// 0x00000000 | uint64 BE n; name(X) is the member name padded to 256 bytes
+// (1 length byte, the name, zeros), so neither names nor their lengths
+// show. Keys, from the cluster key K (--cluster-key-file) and both fresh
+// crypto/rand nonces, by HKDF-SHA256:
+//
+//	prk   = HKDF-Extract(salt = "PCX2" | nonceC | nonceS, secret = K)
+//	hsC2S = HKDF-Expand(prk, "pcx2 handshake c2s"), hsS2C likewise "... s2c"
+//	kC2S  = HKDF-Expand(prk, "pcx2 frames c2s" | SHA-256(handshake bytes)), kS2C likewise
+//
+// Opening the server's sealed name proves to the client that the server
+// holds K (the key depends on the client's fresh nonce); opening the
+// client's proves the same to the server; each side proves the key before
+// the other sends or accepts a batch. A side that cannot open a handshake
+// message closes the connection. Frames are sealed under a key per
+// direction and per connection with seq counting that direction's frames
+// from 0: a frame cannot be read, forged, altered, replayed (on this or
+// another connection) or reordered; the receiver closes the connection at
+// the first frame that does not open. Lengths and timing stay visible.
+//
+// With config cluster.tls_* (ExchangeConfig.TLS) all of this runs inside
+// mutual TLS 1.3, whose certificates must name the members
+// (exchange_tls.go): the cluster key and the certificates are both needed.
 
 const (
-	hsMagic     = "PCX1"
+	hsMagic = "PCX2"
+	// hsOldMagic is the first protocol, whose frames were authenticated
+	// but not encrypted: a peer speaking it is refused with a clear error.
+	hsOldMagic  = "PCX1"
 	nonceLen    = 32
-	macLen      = sha256.Size
-	frameMACLen = 16
-	maxNameLen  = 255
+	helloLen    = len(hsMagic) + nonceLen
+	hsNameLen   = 256 // padded name: length byte, name, zeros
+	tagLen      = 16  // AES-GCM tag
+	sealedName  = hsNameLen + tagLen
+	sealedOK    = 1 + tagLen
+	maxNameLen  = hsNameLen - 1
+	sessKeyLen  = 32 // AES-256
+	frameHdrLen = 4
 	// DefaultMaxFrame is the default largest frame payload accepted (8 MiB).
 	DefaultMaxFrame = 8 << 20
 )
 
 // ErrHandshake is wrapped by errors of an exchange handshake that failed
-// because the other side did not prove the cluster key, or spoke garbage.
+// because the other side did not prove the cluster key, or spoke garbage
+// or another protocol version.
 var ErrHandshake = errors.New("exchange handshake failed")
 
-// xconn is an authenticated exchange connection.
+// xconn is an authenticated, encrypted exchange connection.
 type xconn struct {
 	c        net.Conn
 	r        *bufio.Reader
 	w        *bufio.Writer
 	peer     string
 	maxFrame int
-	sendMAC  hash.Hash
-	recvMAC  hash.Hash
+	send     cipher.AEAD
+	recv     cipher.AEAD
 	sendSeq  uint64
 	recvSeq  uint64
-	hdr      [8]byte
+	nonce    [12]byte // handshake and sending
+	rnonce   [12]byte // receiving
+	wbuf     []byte
 }
 
 func hsErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrHandshake, fmt.Sprintf(format, args...))
 }
 
-func transcript(nc, ns []byte, cname, sname string) []byte {
-	t := append(append([]byte{}, nc...), ns...)
-	t = binary.AppendUvarint(t, uint64(len(cname)))
-	t = append(t, cname...)
-	t = binary.AppendUvarint(t, uint64(len(sname)))
-	return append(t, sname...)
+// keys derives the handshake AEADs and, once the transcript is complete,
+// the frame AEADs of one connection.
+type keys struct{ prk []byte }
+
+func newKeys(key, nc, ns []byte) (keys, error) {
+	salt := append(append([]byte(hsMagic), nc...), ns...)
+	prk, err := hkdf.Extract(sha256.New, key, salt)
+	if err != nil {
+		return keys{}, fmt.Errorf("cluster: exchange key derivation: %w", err)
+	}
+	return keys{prk: prk}, nil
 }
 
-func mac(key []byte, label string, t []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write([]byte(label))
-	h.Write(t)
-	return h.Sum(nil)
+func (k keys) aead(info string) (cipher.AEAD, error) {
+	sk, err := hkdf.Expand(sha256.New, k.prk, info, sessKeyLen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: exchange key derivation: %w", err)
+	}
+	b, err := aes.NewCipher(sk)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: exchange cipher: %w", err)
+	}
+	g, err := cipher.NewGCM(b)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: exchange cipher: %w", err)
+	}
+	return g, nil
 }
 
-func writeHello(w *bufio.Writer, nonce []byte, name string) {
-	w.WriteString(hsMagic)
-	w.Write(nonce)
-	w.Write(binary.AppendUvarint(nil, uint64(len(name))))
-	w.WriteString(name)
+// handshake returns the handshake AEADs (client to server, server to client).
+func (k keys) handshake() (c2s, s2c cipher.AEAD, err error) {
+	if c2s, err = k.aead("pcx2 handshake c2s"); err != nil {
+		return nil, nil, err
+	}
+	s2c, err = k.aead("pcx2 handshake s2c")
+	return c2s, s2c, err
 }
 
-func readHello(r *bufio.Reader) (nonce []byte, name string, err error) {
-	buf := make([]byte, len(hsMagic)+nonceLen)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, "", hsErr("read hello: %v", err)
+// frames returns the frame AEADs bound to the whole handshake transcript.
+func (k keys) frames(transcript []byte) (c2s, s2c cipher.AEAD, err error) {
+	h := sha256.Sum256(transcript)
+	if c2s, err = k.aead("pcx2 frames c2s" + string(h[:])); err != nil {
+		return nil, nil, err
 	}
-	if string(buf[:len(hsMagic)]) != hsMagic {
-		return nil, "", hsErr("bad magic %q (not a phasecrawl exchange)", buf[:len(hsMagic)])
+	s2c, err = k.aead("pcx2 frames s2c" + string(h[:]))
+	return c2s, s2c, err
+}
+
+func seqNonce(dst *[12]byte, seq uint64) []byte {
+	binary.BigEndian.PutUint64(dst[4:], seq)
+	return dst[:]
+}
+
+func padName(name string) []byte {
+	b := make([]byte, hsNameLen)
+	b[0] = byte(len(name))
+	copy(b[1:], name)
+	return b
+}
+
+func unpadName(b []byte) (string, bool) {
+	if len(b) != hsNameLen || int(b[0]) > maxNameLen {
+		return "", false
 	}
-	n, err := binary.ReadUvarint(r)
-	if err != nil || n > maxNameLen {
-		return nil, "", hsErr("bad name length")
-	}
-	nb := make([]byte, n)
-	if _, err := io.ReadFull(r, nb); err != nil {
-		return nil, "", hsErr("read name: %v", err)
-	}
-	return buf[len(hsMagic):], string(nb), nil
+	return string(b[1 : 1+int(b[0])]), true
 }
 
 func newNonce() ([]byte, error) {
@@ -107,6 +166,26 @@ func newNonce() ([]byte, error) {
 		return nil, fmt.Errorf("cluster: nonce: %w", err)
 	}
 	return b, nil
+}
+
+// readHello reads a hello and checks its protocol version; old is set when
+// the peer speaks the first protocol.
+func readHello(r io.Reader, who string) (hello []byte, old bool, err error) {
+	buf := make([]byte, helloLen)
+	if n, err := io.ReadFull(r, buf); err != nil {
+		if n == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			return nil, false, hsErr("%s closed the connection without a hello: not a phasecrawl exchange of protocol %s (a phasecrawl speaking %s closes it so, run the same version on every member; so does one that requires TLS, set cluster.tls_* on every member or none)",
+				who, hsMagic, hsOldMagic)
+		}
+		return nil, false, hsErr("read hello of %s: %v", who, err)
+	}
+	if m := string(buf[:len(hsMagic)]); m != hsMagic {
+		if strings.HasPrefix(m, "PCX") {
+			return nil, m == hsOldMagic, hsErr("%s speaks exchange protocol %q, this node %q: run the same phasecrawl version on every member", who, m, hsMagic)
+		}
+		return nil, false, hsErr("bad magic %q from %s (not a phasecrawl exchange)", m, who)
+	}
+	return buf, false, nil
 }
 
 // clientHandshake authenticates c as the dialing side. The connection
@@ -121,117 +200,178 @@ func clientHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout 
 	if err != nil {
 		return nil, err
 	}
-	writeHello(x.w, nc, name)
+	t := append([]byte(hsMagic), nc...)
+	x.w.Write(t)
 	if err := x.w.Flush(); err != nil {
 		return nil, hsErr("send hello: %v", err)
 	}
-	ns, sname, err := readHello(x.r)
+	hello, _, err := readHello(x.r, "peer")
 	if err != nil {
 		return nil, err
 	}
-	t := transcript(nc, ns, name, sname)
-	got := make([]byte, macLen)
-	if _, err := io.ReadFull(x.r, got); err != nil {
-		return nil, hsErr("read server proof: %v", err)
+	t = append(t, hello...)
+	k, err := newKeys(key, nc, hello[len(hsMagic):])
+	if err != nil {
+		return nil, err
 	}
-	if !hmac.Equal(got, mac(key, "pcx server", t)) {
-		return nil, hsErr("peer %q did not prove the cluster key (keys differ? --cluster-key-file)", sname)
+	c2s, s2c, err := k.handshake()
+	if err != nil {
+		return nil, err
 	}
-	x.w.Write(mac(key, "pcx client", t))
+	sealed := make([]byte, sealedName)
+	if _, err := io.ReadFull(x.r, sealed); err != nil {
+		return nil, hsErr("read the peer's sealed name: %v", err)
+	}
+	pn, err := s2c.Open(nil, seqNonce(&x.nonce, 0), sealed, t)
+	sname, ok := unpadName(pn)
+	if err != nil || !ok {
+		return nil, hsErr("peer did not prove the cluster key (keys differ? --cluster-key-file)")
+	}
+	t = append(t, sealed...)
+	mine := c2s.Seal(nil, seqNonce(&x.nonce, 0), padName(name), t)
+	t = append(t, mine...)
+	x.w.Write(mine)
 	if err := x.w.Flush(); err != nil {
-		return nil, hsErr("send proof: %v", err)
+		return nil, hsErr("send sealed name to %q: %v", sname, err)
 	}
-	ok, err := x.r.ReadByte()
-	if err != nil || ok != 1 {
-		return nil, hsErr("peer %q refused our cluster key (keys differ? --cluster-key-file)", sname)
+	okb := make([]byte, sealedOK)
+	if _, err := io.ReadFull(x.r, okb); err != nil {
+		return nil, hsErr("peer %q refused us (keys differ? --cluster-key-file; with cluster.tls_*, is our certificate for our member name?): %v", sname, err)
+	}
+	if p, err := s2c.Open(nil, seqNonce(&x.nonce, 1), okb, t); err != nil || len(p) != 1 || p[0] != 1 {
+		return nil, hsErr("peer %q sent a forged acceptance", sname)
+	}
+	t = append(t, okb...)
+	if x.send, x.recv, err = k.frames(t); err != nil {
+		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
 	x.peer = sname
-	x.sendMAC = hmac.New(sha256.New, mac(key, "pcx c2s", t))
-	x.recvMAC = hmac.New(sha256.New, mac(key, "pcx s2c", t))
 	return x, nil
 }
 
 // serverHandshake authenticates c as the accepting side.
 func serverHandshake(c net.Conn, key []byte, name string, maxFrame int, timeout time.Duration) (*xconn, error) {
+	return serverHandshakeAdmit(c, key, name, maxFrame, timeout, nil)
+}
+
+// serverHandshakeAdmit is serverHandshake with admit, when set, called with
+// the client's proven name before the server accepts it: an error refuses.
+func serverHandshakeAdmit(c net.Conn, key []byte, name string, maxFrame int, timeout time.Duration, admit func(peer string) error) (*xconn, error) {
+	if len(name) > maxNameLen {
+		return nil, fmt.Errorf("cluster: exchange name of %d bytes: at most %d", len(name), maxNameLen)
+	}
 	_ = c.SetDeadline(time.Now().Add(timeout))
 	x := &xconn{c: c, r: bufio.NewReaderSize(c, 64<<10), w: bufio.NewWriterSize(c, 64<<10), maxFrame: maxFrame}
-	nc, cname, err := readHello(x.r)
+	hello, old, err := readHello(x.r, "peer")
 	if err != nil {
+		if old {
+			x.refuseOld()
+		}
 		return nil, err
 	}
 	ns, err := newNonce()
 	if err != nil {
 		return nil, err
 	}
-	t := transcript(nc, ns, cname, name)
-	writeHello(x.w, ns, name)
-	x.w.Write(mac(key, "pcx server", t))
+	k, err := newKeys(key, hello[len(hsMagic):], ns)
+	if err != nil {
+		return nil, err
+	}
+	c2s, s2c, err := k.handshake()
+	if err != nil {
+		return nil, err
+	}
+	t := append(append(hello, hsMagic...), ns...)
+	mine := s2c.Seal(nil, seqNonce(&x.nonce, 0), padName(name), t)
+	x.w.Write(t[helloLen:])
+	x.w.Write(mine)
+	t = append(t, mine...)
 	if err := x.w.Flush(); err != nil {
-		return nil, hsErr("send proof: %v", err)
+		return nil, hsErr("send hello: %v", err)
 	}
-	got := make([]byte, macLen)
-	if _, err := io.ReadFull(x.r, got); err != nil {
-		return nil, hsErr("read client proof from %q: %v", cname, err)
+	sealed := make([]byte, sealedName)
+	if _, err := io.ReadFull(x.r, sealed); err != nil {
+		return nil, hsErr("peer closed the handshake without proving the cluster key (keys differ? --cluster-key-file): %v", err)
 	}
-	if !hmac.Equal(got, mac(key, "pcx client", t)) {
-		x.w.WriteByte(0)
-		x.w.Flush()
-		return nil, hsErr("peer %q did not prove the cluster key (keys differ? --cluster-key-file)", cname)
+	pn, err := c2s.Open(nil, seqNonce(&x.nonce, 0), sealed, t)
+	cname, ok := unpadName(pn)
+	if err != nil || !ok {
+		return nil, hsErr("peer did not prove the cluster key (keys differ? --cluster-key-file)")
 	}
-	x.w.WriteByte(1)
+	if admit != nil {
+		if err := admit(cname); err != nil {
+			return nil, err
+		}
+	}
+	t = append(t, sealed...)
+	okb := s2c.Seal(nil, seqNonce(&x.nonce, 1), []byte{1}, t)
+	t = append(t, okb...)
+	x.w.Write(okb)
 	if err := x.w.Flush(); err != nil {
-		return nil, hsErr("send accept: %v", err)
+		return nil, hsErr("send accept to %q: %v", cname, err)
+	}
+	c2sF, s2cF, err := k.frames(t)
+	if err != nil {
+		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
 	x.peer = cname
-	x.sendMAC = hmac.New(sha256.New, mac(key, "pcx s2c", t))
-	x.recvMAC = hmac.New(sha256.New, mac(key, "pcx c2s", t))
+	x.send, x.recv = s2cF, c2sF
 	return x, nil
 }
 
-func (x *xconn) frameMAC(h hash.Hash, seq uint64, p []byte) []byte {
-	h.Reset()
-	binary.BigEndian.PutUint64(x.hdr[:], seq)
-	h.Write(x.hdr[:])
-	h.Write(p)
-	return h.Sum(nil)[:frameMACLen]
+// refuseOld answers a hello of the first protocol with a hello of this one
+// (so that the old peer reports a protocol mismatch, not a dead peer) after
+// reading the rest of the old hello (closing with unread data would reset
+// the connection before the answer is read).
+func (x *xconn) refuseOld() {
+	if n, err := binary.ReadUvarint(x.r); err == nil && n <= maxNameLen {
+		_, _ = io.CopyN(io.Discard, x.r, int64(n))
+	}
+	x.w.WriteString(hsMagic)
+	x.w.Write(make([]byte, nonceLen))
+	_ = x.w.Flush()
 }
 
-// writeFrame sends one authenticated frame and flushes.
+// writeFrame seals one frame and flushes.
 func (x *xconn) writeFrame(p []byte) error {
 	if len(p) > x.maxFrame {
 		return fmt.Errorf("cluster: frame of %d bytes exceeds max_frame=%d", len(p), x.maxFrame)
 	}
-	var l [4]byte
-	binary.BigEndian.PutUint32(l[:], uint32(len(p)))
-	x.w.Write(l[:])
-	x.w.Write(p)
-	x.w.Write(x.frameMAC(x.sendMAC, x.sendSeq, p))
+	if x.sendSeq == math.MaxUint64 {
+		return fmt.Errorf("cluster: connection to %s: sequence numbers exhausted", x.peer)
+	}
+	var l [frameHdrLen]byte
+	binary.BigEndian.PutUint32(l[:], uint32(len(p)+tagLen))
+	x.wbuf = x.send.Seal(x.wbuf[:0], seqNonce(&x.nonce, x.sendSeq), p, l[:])
 	x.sendSeq++
+	x.w.Write(l[:])
+	x.w.Write(x.wbuf)
 	if err := x.w.Flush(); err != nil {
 		return fmt.Errorf("cluster: write frame to %s: %w", x.peer, err)
 	}
 	return nil
 }
 
-// readFrame reads one frame, rejecting oversized, truncated or forged ones.
+// readFrame reads and opens one frame, rejecting oversized, truncated,
+// forged, altered, replayed and reordered ones.
 func (x *xconn) readFrame() ([]byte, error) {
-	var l [4]byte
+	var l [frameHdrLen]byte
 	if _, err := io.ReadFull(x.r, l[:]); err != nil {
 		return nil, fmt.Errorf("cluster: read frame from %s: %w", x.peer, err)
 	}
 	n := binary.BigEndian.Uint32(l[:])
-	if uint64(n) > uint64(x.maxFrame) {
-		return nil, fmt.Errorf("cluster: frame from %s of %d bytes exceeds max_frame=%d", x.peer, n, x.maxFrame)
+	if uint64(n) > uint64(x.maxFrame)+tagLen || n < tagLen {
+		return nil, fmt.Errorf("cluster: frame from %s of %d bytes: must be %d..max_frame=%d+%d", x.peer, n, tagLen, x.maxFrame, tagLen)
 	}
-	buf := make([]byte, int(n)+frameMACLen)
+	buf := make([]byte, n)
 	if _, err := io.ReadFull(x.r, buf); err != nil {
 		return nil, fmt.Errorf("cluster: read frame from %s: %w", x.peer, err)
 	}
-	p, got := buf[:n], buf[n:]
-	if !hmac.Equal(got, x.frameMAC(x.recvMAC, x.recvSeq, p)) {
-		return nil, fmt.Errorf("cluster: frame from %s: bad MAC (forged, corrupt or out of order)", x.peer)
+	p, err := x.recv.Open(buf[:0], seqNonce(&x.rnonce, x.recvSeq), buf, l[:])
+	if err != nil {
+		return nil, fmt.Errorf("cluster: frame %d from %s does not open (forged, altered, replayed or out of order)", x.recvSeq, x.peer)
 	}
 	x.recvSeq++
 	return p, nil

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ type NodeConfig struct {
 	Join []string
 	// Key is the cluster key (--cluster-key-file). Required.
 	Key []byte
+	// TLS runs the URL exchange over mutual TLS as well (ExchangeConfig.TLS;
+	// config cluster.tls_*, config.Cluster.ClusterTLS). Default nil: no TLS.
+	TLS *tls.Config
 	// Exchange is the URL exchange listen address HOST:PORT (--exchange). Required.
 	Exchange string
 	// API is the node's HTTP API address, gossiped in the member metadata.
@@ -402,6 +406,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.joining.Store(true)
 	xc := DefaultExchangeConfig()
 	xc.Name, xc.Listen, xc.Key, xc.Logger = cfg.Name, cfg.Exchange, cfg.Key, logger
+	xc.TLS = cfg.TLS
 	if cfg.BatchDelay > 0 {
 		xc.MaxDelay = cfg.BatchDelay
 	}

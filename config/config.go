@@ -103,6 +103,15 @@ type Cluster struct {
 	// at once). Default 300ms, valid 1ms..1m. Shorter: discovered URLs reach
 	// their owner sooner, in more messages.
 	BatchDelay time.Duration `yaml:"batch_delay"`
+	// TLSCert, TLSKey and TLSCA are PEM files: this member's certificate
+	// (valid for its --name as a DNS name, for client and server use), its
+	// private key, and the CA certificates that sign the members'. Set all
+	// three to run the URL exchange over mutual TLS 1.3 as well (the cluster
+	// key still authenticates and seals inside; docs/design/exchange-security.md).
+	// Default "": no TLS.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	TLSCA   string `yaml:"tls_ca"`
 	// FastGossip uses gossip timings for clusters on one machine (tests,
 	// demo): failures are detected in about a second. Never on a real
 	// network, where a busy node would be declared dead. Default false.
@@ -451,9 +460,25 @@ func (c Cluster) validate() []string {
 			bad("cluster.ntp[%d]: must be host or host:port, not empty", i)
 		}
 	}
+	tlsSet := 0
+	for _, v := range []string{c.TLSCert, c.TLSKey, c.TLSCA} {
+		if strings.TrimSpace(v) != "" {
+			tlsSet++
+		}
+	}
+	if tlsSet > 0 && tlsSet < 3 {
+		for _, kv := range [][2]string{{"cluster.tls_cert", c.TLSCert}, {"cluster.tls_key", c.TLSKey}, {"cluster.tls_ca", c.TLSCA}} {
+			if strings.TrimSpace(kv[1]) == "" {
+				bad("%s: required with the other cluster.tls_* keys (set cluster.tls_cert, cluster.tls_key and cluster.tls_ca, or none)", kv[0])
+			}
+		}
+	}
 	if !c.Enabled() {
 		if len(c.Join) > 0 {
 			bad("cluster.join: needs cluster.gossip (the local gossip address)")
+		}
+		if tlsSet > 0 {
+			bad("cluster.tls_cert: needs cluster.gossip (TLS secures the traffic between members)")
 		}
 		return errs
 	}
