@@ -42,9 +42,9 @@ type node struct {
 	phase, nphase int
 	hosts         []int32 // the current phase's hosts
 	cursor        int
-	rev           queue // hosts to look at again (event.node is the host), by time
+	rev           queue          // hosts to look at again (event.node is the host), by time
 	inRev         map[int32]bool // hosts in rev due now (deduplicates the store's notices)
-	backlog       [][]int32 // per bucket column: hosts refused for want of a free row
+	backlog       [][]int32      // per bucket column: hosts refused for want of a free row
 	inBack        map[int32]bool
 	pending       []bucket.Batch // dispatched, not taken by a worker
 	idle          int
