@@ -41,8 +41,12 @@ func (s *Sim) store(at int, g int64) {
 		s.res.Duplicates++
 		return
 	}
+	if s.state[g]&(stStashed|stLost) != 0 {
+		s.res.Refound++ // known before, out of reach now (a cut-off or dead member's)
+	} else {
+		s.res.Discovered++
+	}
 	s.state[g] |= stKnown
-	s.res.Discovered++
 	h := s.web.HostOf(g)
 	s.pend[h] = append(s.pend[h], int32(g-s.web.Off[h]))
 	// Tell the owner's scheduler when the host is in its phase now.

@@ -19,6 +19,7 @@ type Result struct {
 	Bins       []int64 // pages fetched in each virtual second
 	PerNode    []int64 // pages fetched by each node
 	Discovered int64   // pages known (in the frontier at the start, or found)
+	Refound    int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
 	Links      int64   // links followed
 	Duplicates int64   // links to known pages (deduplicated by the owner)
 	Forwarded  int64   // URLs sent to another member
@@ -106,15 +107,25 @@ func (s *Sim) finish() {
 	}
 }
 
-// Check verifies the conservation of pages after a run: every known page
-// is fetched, or pending in exactly one place (a host's pending list, a
-// bucket, a trip, an exchange queue or a batch in flight are the places
-// a known page can be; fetched pages are in none). Run checks the other
-// invariants as it goes. It returns how many known pages are not fetched.
+// Unfetched counts the known pages not fetched yet. With Fetched and
+// Gone it accounts for every page ever known (Discovered): the pages are
+// conserved. Run checks the other invariants as it goes.
 func (s *Sim) Unfetched() int64 {
 	var n int64
 	for _, st := range s.state {
 		if st&stKnown != 0 && st&stFetched == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// Gone counts the pages that were known and are out of reach now: lost
+// with a dead member (and not linked again since) or kept by a cut-off one.
+func (s *Sim) Gone() int64 {
+	var n int64
+	for _, st := range s.state {
+		if st&stKnown == 0 && st&(stLost|stStashed) != 0 {
 			n++
 		}
 	}

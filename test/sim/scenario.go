@@ -78,13 +78,13 @@ func (s *Sim) lose(d int) {
 	lost := s.strip(d, false)
 	for _, it := range n.bkt.Drain() {
 		for _, x := range it.Items {
-			s.state[x.FP] &^= stKnown
+			s.state[x.FP] = s.state[x.FP]&^stKnown | stLost
 			lost++
 		}
 	}
 	for _, b := range n.pending {
 		for _, x := range b.Items {
-			s.state[x.FP] &^= stKnown
+			s.state[x.FP] = s.state[x.FP]&^stKnown | stLost
 			lost++
 		}
 	}
@@ -126,7 +126,7 @@ func (s *Sim) strip(d int, stash bool) int64 {
 				s.state[g] = s.state[g]&^stKnown | stStashed
 				s.stash = append(s.stash, g)
 			} else {
-				s.state[g] &^= stKnown
+				s.state[g] = s.state[g]&^stKnown | stLost
 			}
 			k++
 			p[i] = p[len(p)-1]

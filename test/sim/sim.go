@@ -18,6 +18,7 @@ const (
 	stKnown   uint8 = 1 << iota // in some member's frontier (pending, queued, being fetched or done)
 	stFetched                   // fetched (COMPLETED)
 	stStashed                   // pending on a member cut off by a partition
+	stLost                      // was pending on a member that died
 )
 
 const noOwner = 0xffff
@@ -595,7 +596,7 @@ func (s *Sim) reqEnd(tr *trip) {
 	n := tr.n
 	switch {
 	case !n.alive:
-		s.state[g] &^= stKnown // lost with its member
+		s.state[g] = s.state[g]&^stKnown | stLost // lost with its member
 		return
 	case tr.cut:
 		s.res.Cut++
