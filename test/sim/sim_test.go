@@ -33,13 +33,13 @@ func run(t testing.TB, cfg Config, w *Web) (*Sim, *Result) {
 	return s, r
 }
 
-// TestShortRun runs small clusters over 20,000 hosts for two virtual
-// minutes: the invariants hold (Run checks them: one request per host at a
+// TestShortRun runs small clusters over 20,000 hosts for a virtual
+// minute: the invariants hold (Run checks them: one request per host at a
 // time, gaps, no page fetched twice), pages are conserved, and the
 // figures are within sane bounds.
 func TestShortRun(t *testing.T) {
 	w := testWeb(t, 20_000, 20)
-	const dur = 2 * time.Minute
+	const dur = time.Minute
 	_, solo := run(t, Config{Nodes: 1, Solo: true, Seed: 1, Duration: dur}, w)
 	if solo.PerNodeRate() < 100 {
 		t.Fatalf("one node alone: %.1f pages/s, want >= 100 (256 workers, 1s delay)", solo.PerNodeRate())
@@ -84,9 +84,9 @@ func TestShortRun(t *testing.T) {
 // TestCompletes crawls a small web to its end: every page is fetched
 // exactly once.
 func TestCompletes(t *testing.T) {
-	w := testWeb(t, 2_000, 5)
+	w := testWeb(t, 1_000, 4)
 	for _, n := range []int{1, 3} {
-		s, r := run(t, Config{Nodes: n, Solo: n == 1, Seed: 3, Duration: 3 * time.Hour}, w)
+		s, r := run(t, Config{Nodes: n, Solo: n == 1, Seed: 3, Duration: 2 * time.Hour}, w)
 		if r.Fetched != w.Pages() || s.Unfetched() != 0 {
 			t.Fatalf("nodes=%d: fetched %d of %d pages, %d known unfetched", n, r.Fetched, w.Pages(), s.Unfetched())
 		}
@@ -112,25 +112,25 @@ func TestDeterministic(t *testing.T) {
 // through the membership changes, the lost share is about 1/N, the
 // takeover comes after takeover_after and the throughput drops.
 func TestScenarios(t *testing.T) {
-	w := testWeb(t, 10_000, 20)
-	const n, dur = 5, 4 * time.Minute
-	_, base := run(t, Config{Nodes: n, Seed: 2, Duration: dur}, w)
+	w := testWeb(t, 5_000, 20)
+	const n, dur = 5, 2 * time.Minute
+	_, base := run(t, Config{Nodes: n, Seed: 2, Duration: dur, TakeoverAfter: 30 * time.Second}, w)
 	tests := []struct {
 		name string
 		cfg  Config
 	}{
-		{"loss", Config{Loss: &Loss{At: 30 * time.Second, Node: 2}}},
-		{"partition", Config{Partition: &Partition{At: 30 * time.Second, For: 150 * time.Second, Minority: 1}}},
+		{"loss", Config{Loss: &Loss{At: 20 * time.Second, Node: 2}}},
+		{"partition", Config{Partition: &Partition{At: 20 * time.Second, For: 60 * time.Second, Minority: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
-			cfg.Nodes, cfg.Seed, cfg.Duration = n, 2, dur
+			cfg.Nodes, cfg.Seed, cfg.Duration, cfg.TakeoverAfter = n, 2, dur, 30*time.Second
 			s, r := run(t, cfg, w)
 			if r.Fetched >= base.Fetched {
 				t.Errorf("fetched %d, baseline %d: the event cost nothing", r.Fetched, base.Fetched)
 			}
-			want := 30*time.Second + 5*time.Second + 2*time.Minute
+			want := 20*time.Second + 5*time.Second + 30*time.Second
 			if r.TakeoverAt != want {
 				t.Errorf("takeover at %s, want %s (detection + takeover_after)", r.TakeoverAt, want)
 			}
@@ -142,7 +142,7 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("lost share %.4f of the known URLs, want about 1/%d", share, n)
 				}
 			} else {
-				if r.HealAt != 3*time.Minute || r.PartitionStashed == 0 || s.Gone() != 0 {
+				if r.HealAt != 80*time.Second || r.PartitionStashed == 0 || s.Gone() != 0 {
 					t.Errorf("heal at %s with %d URLs kept by the minority, %d still out of reach", r.HealAt, r.PartitionStashed, s.Gone())
 				}
 			}
