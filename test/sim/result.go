@@ -15,6 +15,9 @@ type Result struct {
 	Duration time.Duration
 	Events   int64
 
+	StartKnown int64 // pages in the frontier at the start
+	NPhase     int   // phases at the start
+
 	Fetched    int64   // pages fetched
 	Bins       []int64 // pages fetched in each virtual second
 	PerNode    []int64 // pages fetched by each node

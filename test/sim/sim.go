@@ -171,6 +171,11 @@ func New(cfg Config, web *Web) (*Sim, error) {
 		s.nodes = append(s.nodes, n)
 	}
 	s.res.Nodes, s.res.Hosts, s.res.Pages, s.res.Duration = cfg.Nodes, H, P, cfg.Duration
+	s.res.StartKnown = s.res.Discovered
+	s.res.NPhase = 1
+	if !cfg.Solo {
+		s.res.NPhase = cluster.NPhase(1, cfg.Nodes, cfg.Bucket.Columns)
+	}
 	s.res.Bins = make([]int64, int(cfg.Duration/time.Second)+1)
 	return s, nil
 }
@@ -209,6 +214,10 @@ func (s *Sim) fillOwners() {
 			for g := lo; g < hi; g++ {
 				for g >= s.web.Off[h+1] {
 					h++
+				}
+				if s.state[g] == 0 {
+					s.owner[g] = noOwner // never seen: computed when first linked
+					continue
 				}
 				s.owner[g] = uint16(s.ringIDs[s.ring.OwnerIndex(s.web.FP(h, int(g-s.web.Off[h])))])
 			}
