@@ -250,10 +250,13 @@ func (s *Sim) phaseHosts(np int) [][]int32 {
 	if ph, ok := s.phases[np]; ok {
 		return ph
 	}
+	// Biggest hosts first: the frontier's window holds its oldest URLs,
+	// and a host with many URLs always has some there, a host with few
+	// only now and then.
 	ph := make([][]int32, np)
-	for h, hh := range s.web.HostHash {
-		p := frontier.PhaseOf(hh, np)
-		ph[p] = append(ph[p], int32(h))
+	for _, h := range s.web.order {
+		p := frontier.PhaseOf(s.web.HostHash[h], np)
+		ph[p] = append(ph[p], h)
 	}
 	s.phases[np] = ph
 	return ph

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func run(args []string) error {
 	mean := fs.Float64("mean-pages", 20, "mean pages per host")
 	zipf := fs.Float64("zipf", 0.8, "Zipf exponent of the pages per host")
 	sizes := fs.String("nodes", "3,10,100,1000", "cluster sizes, comma-separated")
-	dur := fs.Duration("duration", 6*time.Minute, "virtual time per run")
+	dur := fs.Duration("duration", 4*time.Minute, "virtual time per run")
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
 	if err := fs.Parse(args); err != nil {
@@ -50,6 +51,8 @@ func run(args []string) error {
 		if err != nil {
 			return nil, err
 		}
+		s = nil
+		debug.FreeOSMemory() // the next run allocates its own buckets and tables
 		log.Info("run", "nodes", cfg.Nodes, "solo", cfg.Solo, "loss", cfg.Loss != nil, "partition", cfg.Partition != nil,
 			"fetched", r.Fetched, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
 		return r, nil
@@ -75,7 +78,7 @@ func run(args []string) error {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
-			p := &sim.Partition{At: time.Minute, For: 150 * time.Second, Minority: rep.PartitionOf}
+			p := &sim.Partition{At: time.Minute, For: 130 * time.Second, Minority: rep.PartitionOf}
 			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Partition: p}); err != nil {
 				return err
 			}
