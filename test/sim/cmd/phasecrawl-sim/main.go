@@ -29,7 +29,7 @@ func run(args []string) error {
 	mean := fs.Float64("mean-pages", 20, "mean pages per host")
 	zipf := fs.Float64("zipf", 0.8, "Zipf exponent of the pages per host")
 	sizes := fs.String("nodes", "3,10,100,1000", "cluster sizes, comma-separated")
-	dur := fs.Duration("duration", 4*time.Minute, "virtual time per run")
+	dur := fs.Duration("duration", 5*time.Minute, "virtual time per run")
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
 	if err := fs.Parse(args); err != nil {
@@ -74,11 +74,11 @@ func run(args []string) error {
 		stride := max(web.Pages()/1_000_000, 1)
 		rep.Own = sim.RingStats(web, n, stride)
 		if *scen {
-			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Loss: &sim.Loss{At: time.Minute, Node: 0}}); err != nil {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
-			p := &sim.Partition{At: time.Minute, For: 130 * time.Second, Minority: rep.PartitionOf}
+			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
 			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Partition: p}); err != nil {
 				return err
 			}
