@@ -27,7 +27,7 @@ func (s *Sim) route(n *node, g int64) {
 	s.res.Links++
 	o := s.ownerOf(g)
 	if o == n.id {
-		s.store(n.id, g)
+		s.store(g)
 		return
 	}
 	snd := s.sender(n.id, o)
@@ -36,7 +36,7 @@ func (s *Sim) route(n *node, g int64) {
 }
 
 // store adds page g to its owner's frontier unless it is known there.
-func (s *Sim) store(at int, g int64) {
+func (s *Sim) store(g int64) {
 	if s.state[g]&stKnown != 0 {
 		s.res.Duplicates++
 		return
@@ -55,7 +55,6 @@ func (s *Sim) store(at int, g int64) {
 		s.revisit(o, int32(h), s.t, revNotice)
 		s.wake(o, s.t)
 	}
-	_ = at
 }
 
 func (s *Sim) sender(src, dst int) *sender {
@@ -111,7 +110,7 @@ func (s *Sim) arrive(snd *sender, b []int64) {
 		return
 	}
 	for _, g := range b {
-		s.store(snd.dst, g)
+		s.store(g)
 	}
 	s.push(event{at: s.t + int64(s.cfg.StoreTime+s.cfg.NetLatency), kind: evAck, snd: snd})
 }
@@ -135,7 +134,7 @@ func (s *Sim) reroute() {
 		for _, g := range q {
 			o := s.ownerOf(g)
 			if o == snd.src {
-				s.store(o, g)
+				s.store(g)
 				continue
 			}
 			d := s.sender(snd.src, o)
