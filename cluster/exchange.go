@@ -560,7 +560,7 @@ func (s *sender) waitReady(retry bool) bool {
 	x, ob := s.x, s.x.cfg.Outbox
 	for {
 		n := ob.pending(s.peer)
-		if n > 0 && (retry || n >= x.cfg.MinBatch || time.Since(s.lastSend) >= x.cfg.MaxDelay || s.urgent.Swap(false)) {
+		if BatchDue(n, x.cfg.MinBatch, time.Since(s.lastSend), x.cfg.MaxDelay, retry) || (n > 0 && s.urgent.Swap(false)) {
 			return true
 		}
 		if n == 0 {

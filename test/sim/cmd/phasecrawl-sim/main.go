@@ -1,0 +1,91 @@
+// Command phasecrawl-sim runs the cluster simulator (package test/sim) for
+// several cluster sizes over one synthetic web and prints the tables of
+// docs/design/simulator.md.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/test/sim"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "phasecrawl-sim:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("phasecrawl-sim", flag.ContinueOnError)
+	hosts := fs.Int("hosts", 1_000_000, "hosts in the synthetic web")
+	mean := fs.Float64("mean-pages", 20, "mean pages per host")
+	zipf := fs.Float64("zipf", 0.8, "Zipf exponent of the pages per host")
+	sizes := fs.String("nodes", "3,10,100,1000", "cluster sizes, comma-separated")
+	dur := fs.Duration("duration", 5*time.Minute, "virtual time per run")
+	seed := fs.Uint64("seed", 1, "random seed")
+	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	web, err := sim.NewWeb(sim.WebConfig{Hosts: *hosts, MeanPage: *mean, Zipf: *zipf}, *seed)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log.Info("web", "hosts", web.Hosts(), "pages", web.Pages(), "biggest", web.PagesOf(int(web.Biggest(1)[0])))
+	runOne := func(cfg sim.Config) (*sim.Result, error) {
+		start := time.Now()
+		s, err := sim.New(cfg, web)
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.Run()
+		if err != nil {
+			return nil, err
+		}
+		s = nil
+		debug.FreeOSMemory() // the next run allocates its own buckets and tables
+		log.Info("run", "nodes", cfg.Nodes, "solo", cfg.Solo, "loss", cfg.Loss != nil, "partition", cfg.Partition != nil,
+			"fetched", r.Fetched, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
+		return r, nil
+	}
+	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur})
+	if err != nil {
+		return err
+	}
+	var reps []sim.SizeReport
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("--nodes: %q: %w", f, err)
+		}
+		rep := sim.SizeReport{Nodes: n, Solo: solo.PerNodeRate()}
+		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur}); err != nil {
+			return err
+		}
+		stride := max(web.Pages()/1_000_000, 1)
+		rep.Own = sim.RingStats(web, n, stride)
+		if *scen {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
+				return err
+			}
+			rep.PartitionOf = max(1, n/10)
+			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
+			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Partition: p}); err != nil {
+				return err
+			}
+		}
+		reps = append(reps, rep)
+	}
+	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed)
+	sim.Write(os.Stdout, reps)
+	return nil
+}

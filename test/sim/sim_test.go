@@ -1,0 +1,231 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/cluster"
+)
+
+func testWeb(t testing.TB, hosts int, mean float64) *Web {
+	t.Helper()
+	w, err := NewWeb(WebConfig{Hosts: hosts, MeanPage: mean}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func run(t testing.TB, cfg Config, w *Web) (*Sim, *Result) {
+	t.Helper()
+	s, err := New(cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, r
+}
+
+// TestShortRun runs small clusters over 20,000 hosts for 45 virtual
+// seconds: the invariants hold (Run checks them: one request per host at a
+// time, gaps, no page fetched twice), pages are conserved, and the
+// figures are within sane bounds.
+func TestShortRun(t *testing.T) {
+	w := testWeb(t, 20_000, 20)
+	const dur = 45 * time.Second
+	_, solo := run(t, Config{Nodes: 1, Solo: true, Seed: 1, Duration: dur}, w)
+	if solo.PerNodeRate() < 100 {
+		t.Fatalf("one node alone: %.1f pages/s, want >= 100 (256 workers, 1s delay)", solo.PerNodeRate())
+	}
+	tests := []struct {
+		nodes  int
+		minEff float64 // pages/s per node ÷ one node's
+		maxMsg float64 // messages per forwarded URL
+	}{
+		{3, 0.8, 0.1},
+		{10, 0.25, 0.5},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("nodes=%d", tc.nodes), func(t *testing.T) {
+			s, r := run(t, Config{Nodes: tc.nodes, Seed: 1, Duration: dur}, w)
+			if eff := r.PerNodeRate() / solo.PerNodeRate(); eff < tc.minEff || eff > 1.5 {
+				t.Errorf("efficiency %.2f, want in [%.2f, 1.5]", eff, tc.minEff)
+			}
+			if r.Forwarded == 0 {
+				t.Fatal("no URL forwarded")
+			}
+			if m := float64(r.Messages) / float64(r.Forwarded); m >= tc.maxMsg {
+				t.Errorf("messages per forwarded URL %.3f, want < %.3f", m, tc.maxMsg)
+			}
+			if got := r.Fetched + s.Unfetched(); got != r.Discovered {
+				t.Errorf("fetched %d + unfetched %d != discovered %d", r.Fetched, s.Unfetched(), r.Discovered)
+			}
+			if sp := spread(r.PerNode); sp.Min < 0.8 || sp.Max > 1.2 {
+				t.Errorf("pages per node min/max over mean %.2f/%.2f, want within 0.8..1.2", sp.Min, sp.Max)
+			}
+			if r.Swaps < int64(tc.nodes)*int64(dur/(30*time.Second)) {
+				t.Errorf("%d phase swaps, want at least one per node and epoch", r.Swaps)
+			}
+			own := RingStats(w, tc.nodes, 1)
+			if math.Abs(own.JoinErr) > 0.05 || math.Abs(own.LeavErr) > 0.05 {
+				t.Errorf("moved per join %.4f (1/(N+1)=%.4f), per leave %.4f (1/N=%.4f): want within 5%%", own.Join, 1/float64(tc.nodes+1), own.Leave, 1/float64(tc.nodes))
+			}
+		})
+	}
+}
+
+// TestCompletes crawls a small web to its end: every page is fetched
+// exactly once.
+func TestCompletes(t *testing.T) {
+	w := testWeb(t, 1_000, 4)
+	for _, n := range []int{1, 3} {
+		s, r := run(t, Config{Nodes: n, Solo: n == 1, Seed: 3, Duration: 2 * time.Hour}, w)
+		if r.Fetched != w.Pages() || s.Unfetched() != 0 {
+			t.Fatalf("nodes=%d: fetched %d of %d pages, %d known unfetched", n, r.Fetched, w.Pages(), s.Unfetched())
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	w := testWeb(t, 2_000, 10)
+	cfg := Config{Nodes: 4, Seed: 9, Duration: 40 * time.Second}
+	_, a := run(t, cfg, w)
+	_, b := run(t, cfg, w)
+	if a.Fetched != b.Fetched || a.Messages != b.Messages || a.Events != b.Events || !slices.Equal(a.Bins, b.Bins) || !slices.Equal(a.PerNode, b.PerNode) {
+		t.Fatalf("two runs of one seed differ: fetched %d/%d messages %d/%d events %d/%d", a.Fetched, b.Fetched, a.Messages, b.Messages, a.Events, b.Events)
+	}
+	cfg.Seed = 10
+	_, c := run(t, cfg, w)
+	if slices.Equal(a.Bins, c.Bins) {
+		t.Fatal("another seed gave the same run")
+	}
+}
+
+// TestScenarios runs a node loss and a partition: the invariants hold
+// through the membership changes, the lost share is about 1/N, the
+// takeover comes after takeover_after and the throughput drops.
+func TestScenarios(t *testing.T) {
+	w := testWeb(t, 3_000, 20)
+	const n, dur = 5, 100 * time.Second
+	_, base := run(t, Config{Nodes: n, Seed: 2, Duration: dur, TakeoverAfter: 30 * time.Second}, w)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"loss", Config{Loss: &Loss{At: 20 * time.Second, Node: 2}}},
+		{"partition", Config{Partition: &Partition{At: 20 * time.Second, For: 60 * time.Second, Minority: 1}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Nodes, cfg.Seed, cfg.Duration, cfg.TakeoverAfter = n, 2, dur, 30*time.Second
+			s, r := run(t, cfg, w)
+			if r.Fetched >= base.Fetched {
+				t.Errorf("fetched %d, baseline %d: the event cost nothing", r.Fetched, base.Fetched)
+			}
+			want := 20*time.Second + 5*time.Second + 30*time.Second
+			if r.TakeoverAt != want {
+				t.Errorf("takeover at %s, want %s (detection + takeover_after)", r.TakeoverAt, want)
+			}
+			if got := r.Fetched + s.Unfetched() + s.Gone(); got != r.Discovered {
+				t.Errorf("fetched %d + unfetched %d + gone %d != discovered %d", r.Fetched, s.Unfetched(), s.Gone(), r.Discovered)
+			}
+			if tc.cfg.Loss != nil {
+				if share := float64(r.LossShare) / float64(r.LossKnown); math.Abs(share*n-1) > 0.1 {
+					t.Errorf("lost share %.4f of the known URLs, want about 1/%d", share, n)
+				}
+			} else {
+				if r.HealAt != 80*time.Second || r.PartitionStashed == 0 || s.Gone() != 0 {
+					t.Errorf("heal at %s with %d URLs kept by the minority, %d still out of reach", r.HealAt, r.PartitionStashed, s.Gone())
+				}
+			}
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	w := testWeb(t, 100, 2)
+	tests := []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Nodes: -1}, "nodes=-1"},
+		{Config{Nodes: 2, Solo: true}, "solo"},
+		{Config{Workers: 5000}, "workers=5000"},
+		{Config{Nodes: 4, Partition: &Partition{Minority: 2}}, "minority=2"},
+		{Config{Nodes: 1, Loss: &Loss{}}, "loss node=0"},
+		{Config{Exchange: exchangeMin(2000)}, "min_batch=2000"},
+	}
+	for _, tc := range tests {
+		if _, err := New(tc.cfg, w); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
+		}
+	}
+	if _, err := NewWeb(WebConfig{Hosts: 10, MeanPage: 5000}, 1); err == nil || !strings.Contains(err.Error(), "mean_pages") {
+		t.Errorf("NewWeb with mean 5000: %v", err)
+	}
+}
+
+func TestWebZipf(t *testing.T) {
+	w := testWeb(t, 50_000, 20)
+	mean := float64(w.Pages()) / float64(w.Hosts())
+	if mean < 19 || mean > 21.5 {
+		t.Errorf("mean pages per host %.2f, want about 20", mean)
+	}
+	big := w.Biggest(3)
+	if a, b := w.PagesOf(int(big[0])), w.PagesOf(int(big[1])); a < b || float64(a)/float64(b) < 1.5 {
+		t.Errorf("biggest hosts %d and %d pages: want ratio about 2^0.8", a, b)
+	}
+	for _, g := range []int64{0, 1, w.Pages() / 2, w.Pages() - 1} {
+		h := w.HostOf(g)
+		if g < w.Off[h] || g >= w.Off[h+1] {
+			t.Errorf("HostOf(%d) = %d, pages %d..%d", g, h, w.Off[h], w.Off[h+1])
+		}
+	}
+}
+
+func TestQueueOrder(t *testing.T) {
+	var q queue
+	ats := []int64{5, 1, 5, 3, 0, 9, 1}
+	for i, a := range ats {
+		q.push(event{at: a, seq: uint64(i)})
+	}
+	var got [][2]int64
+	for q.len() > 0 {
+		e := q.pop()
+		got = append(got, [2]int64{e.at, int64(e.seq)})
+	}
+	want := [][2]int64{{0, 4}, {1, 1}, {1, 6}, {3, 3}, {5, 0}, {5, 2}, {9, 5}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pop order %v, want %v", got, want)
+	}
+}
+
+func BenchmarkRun(b *testing.B) {
+	w := testWeb(b, 20_000, 20)
+	var events int64
+	for b.Loop() {
+		s, err := New(Config{Nodes: 3, Seed: 1, Duration: time.Minute}, w)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := s.Run()
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += r.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+func exchangeMin(n int) (x cluster.ExchangeConfig) {
+	x.MinBatch = n
+	return x
+}
