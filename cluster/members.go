@@ -89,6 +89,9 @@ type MembersConfig struct {
 	// before shutting down, so the message spreads (Serf recipe).
 	// Default 1s.
 	LeavePropagate time.Duration
+	// OnMessage receives the user messages other members send to this one
+	// (Members.Send: the quorum heartbeats). It must not block. Optional.
+	OnMessage func(msg []byte)
 }
 
 // FastTimings tightens memberlist's LAN timings for clusters on one
@@ -472,7 +475,11 @@ func (d *membersDelegate) NodeMeta(limit int) []byte {
 	}
 	return slices.Clone(d.meta)
 }
-func (d *membersDelegate) NotifyMsg([]byte)                           {}
+func (d *membersDelegate) NotifyMsg(b []byte) {
+	if d.cfg.OnMessage != nil {
+		d.cfg.OnMessage(b)
+	}
+}
 func (d *membersDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *membersDelegate) LocalState(join bool) []byte                { return nil }
 func (d *membersDelegate) MergeRemoteState(buf []byte, join bool)     {}
