@@ -1,8 +1,10 @@
 package partition_test
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -257,6 +259,16 @@ func runScenario(t *testing.T, sc scenario) {
 	t.Logf("figures: %d pages of %d fetched, %d duplicates (bound: %d pages fetched by the nodes cut off between the cut and their fence), %d overlapping requests, %d gaps under the delay, smallest gap %v (delay %v), converged %v after the heal, crawl done %v after the heal",
 		len(rep.URLs), c.exp.Fetches, rep.Duplicates, window, overlaps, gaps, minGap.Round(time.Microsecond), s.delay,
 		convergedAt.Sub(healAt).Round(100*time.Millisecond), doneAt.Sub(healAt).Round(100*time.Millisecond))
+	var tl []string
+	for _, p := range c.procs {
+		tl = append(tl, p.timeline(cutAt.Add(-time.Second))...)
+	}
+	secs := func(l string) float64 {
+		f, _ := strconv.ParseFloat(strings.TrimSuffix(strings.Fields(l)[0], "s"), 64)
+		return f
+	}
+	slices.SortStableFunc(tl, func(a, b string) int { return cmp.Compare(secs(a), secs(b)) })
+	t.Logf("timeline (seconds after the cut):\n%s", strings.Join(tl, "\n"))
 	if overlaps > 0 || gaps > 0 {
 		vs = append(vs, fmt.Sprintf("%d overlapping requests and %d gaps under the delay, want 0", overlaps, gaps))
 	}

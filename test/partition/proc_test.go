@@ -274,6 +274,38 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// timeline returns the node's log records about membership, fencing and
+// reconnection, each as seconds after t0 and its message and members.
+func (p *proc) timeline(t0 time.Time) []string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Time    time.Time `json:"time"`
+			Msg     string    `json:"msg"`
+			Members []string  `json:"members"`
+			View    []string  `json:"view"`
+			Reason  string    `json:"reason"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Time.Before(t0) {
+			continue
+		}
+		for _, m := range []string{"fenced", "unfenced", "quorum", "rejoining", "joined: ", "membership changed", "members away", "reconnect: contacted", "member joined", "member left"} {
+			if strings.HasPrefix(r.Msg, m) {
+				out = append(out, fmt.Sprintf("%+7.2fs %s %s %v%v", r.Time.Sub(t0).Seconds(), p.name, r.Msg, r.Members, r.View)+r.Reason)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // logTimes returns the times of the node's JSON log records whose msg is msg.
 func (p *proc) logTimes(msg string) []time.Time {
 	f, err := os.Open(p.logPath)
