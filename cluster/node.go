@@ -494,6 +494,10 @@ func (c *Cluster) update() {
 			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), announceLead))
 		}
 		from = c.sched.SetMembersAfter(names, notBefore)
+		if dropped {
+			c.log.Info("phase schedule without the members declared dead", "schedule", names, "from_epoch", from,
+				"after", c.excludeAfter())
+		}
 		v := &NodeMeta{View: RingHash(names), ViewFrom: from}
 		if old := c.view.Swap(v); old == nil || *old != *v {
 			signal(c.viewKick)

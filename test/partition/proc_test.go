@@ -292,13 +292,21 @@ func (p *proc) timeline(t0 time.Time) []string {
 			Members []string  `json:"members"`
 			View    []string  `json:"view"`
 			Reason  string    `json:"reason"`
+			Moved   *int      `json:"urls_moved"`
+			FPs     *int      `json:"fingerprints_moved"`
+			Dur     string    `json:"duration"`
+			Sched   []string  `json:"schedule"`
 		}
 		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Time.Before(t0) {
 			continue
 		}
-		for _, m := range []string{"fenced", "unfenced", "quorum", "rejoining", "joined: ", "membership changed", "members away", "reconnect: contacted", "member joined", "member left"} {
+		for _, m := range []string{"fenced", "unfenced", "quorum", "rejoining", "joined: ", "membership changed", "members away", "reconnect: contacted", "member joined", "member left", "rebalance", "phase schedule"} {
 			if strings.HasPrefix(r.Msg, m) {
-				out = append(out, fmt.Sprintf("%+7.2fs %s %s %v%v", r.Time.Sub(t0).Seconds(), p.name, r.Msg, r.Members, r.View)+r.Reason)
+				l := fmt.Sprintf("%+7.2fs %s %s %v%v%v %s", r.Time.Sub(t0).Seconds(), p.name, r.Msg, r.Members, r.View, r.Sched, r.Reason)
+				if r.Moved != nil {
+					l += fmt.Sprintf(" moved %d urls %d fingerprints in %s", *r.Moved, *r.FPs, r.Dur)
+				}
+				out = append(out, l)
 				break
 			}
 		}
