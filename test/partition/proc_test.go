@@ -240,6 +240,17 @@ func (c *pcluster) killAll() {
 			}
 		}
 	}
+	if dir := os.Getenv("PHASECRAWL_TEST_LOGS"); dir != "" {
+		// Keep the nodes' logs (a directory per test).
+		keep := filepath.Join(dir, c.t.Name())
+		if err := os.MkdirAll(keep, 0o755); err == nil {
+			for _, p := range c.procs {
+				if b, err := os.ReadFile(p.logPath); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, p.name+".log"), b, 0o644)
+				}
+			}
+		}
+	}
 	if c.t.Failed() {
 		for _, p := range c.procs {
 			c.t.Logf("---- log of %s: membership, fencing, last lines ----\n%s\n%s", p.name, p.grep(
@@ -294,7 +305,7 @@ func (p *proc) timeline(t0 time.Time) []string {
 			Reason  string    `json:"reason"`
 			Moved   *int      `json:"urls_moved"`
 			FPs     *int      `json:"fingerprints_moved"`
-			Dur     string    `json:"duration"`
+			Dur     any       `json:"duration"`
 			Sched   []string  `json:"schedule"`
 		}
 		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Time.Before(t0) {
@@ -304,7 +315,7 @@ func (p *proc) timeline(t0 time.Time) []string {
 			if strings.HasPrefix(r.Msg, m) {
 				l := fmt.Sprintf("%+7.2fs %s %s %v%v%v %s", r.Time.Sub(t0).Seconds(), p.name, r.Msg, r.Members, r.View, r.Sched, r.Reason)
 				if r.Moved != nil {
-					l += fmt.Sprintf(" moved %d urls %d fingerprints in %s", *r.Moved, *r.FPs, r.Dur)
+					l += fmt.Sprintf(" moved %d urls %d fingerprints in %v", *r.Moved, *r.FPs, r.Dur)
 				}
 				out = append(out, l)
 				break
