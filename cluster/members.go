@@ -49,6 +49,11 @@ type NodeMeta struct {
 	// nothing) adopt the latest epoch any of them chose for it.
 	View     string `json:"view,omitempty"`
 	ViewFrom int64  `json:"view_from,omitempty"`
+	// ViewSize is the length of that list: a node that sees a member
+	// gossip a longer view than its own needs a majority of that one
+	// (quorum.go), so a node that joined the minority side of a partition
+	// does not crawl with a view of its side alone.
+	ViewSize int `json:"view_size,omitempty"`
 	// Started is when this node's process started (unix ns): a member
 	// back under the same name is a new ring member (Ring.ID).
 	Started int64 `json:"started,omitempty"`
@@ -136,6 +141,7 @@ type Member struct {
 	From     int64       `json:"-"` // NodeMeta.From
 	View     string      `json:"-"` // NodeMeta.View
 	ViewFrom int64       `json:"-"` // NodeMeta.ViewFrom
+	ViewSize int         `json:"-"` // NodeMeta.ViewSize
 	Started  int64       `json:"-"` // NodeMeta.Started
 	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
 }
@@ -417,7 +423,7 @@ func toMember(n *memberlist.Node) Member {
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
 		x.API, x.Exchange, x.Settled, x.Leaving, x.From = meta.API, meta.Exchange, meta.Settled, meta.Leaving, meta.From
-		x.View, x.ViewFrom, x.Started = meta.View, meta.ViewFrom, meta.Started
+		x.View, x.ViewFrom, x.ViewSize, x.Started = meta.View, meta.ViewFrom, meta.ViewSize, meta.Started
 	}
 	switch n.State {
 	case memberlist.StateAlive:

@@ -498,7 +498,7 @@ func (c *Cluster) update() {
 			c.log.Info("phase schedule without the members declared dead", "schedule", names, "from_epoch", from,
 				"after", c.excludeAfter())
 		}
-		v := &NodeMeta{View: RingHash(names), ViewFrom: from}
+		v := &NodeMeta{View: RingHash(names), ViewFrom: from, ViewSize: len(names)}
 		if old := c.view.Swap(v); old == nil || *old != *v {
 			signal(c.viewKick)
 		}
@@ -559,7 +559,7 @@ func (c *Cluster) announceView(ctx context.Context) {
 			return
 		case <-c.viewKick:
 			if v := c.view.Load(); v != nil {
-				c.setMeta(func(m *NodeMeta) { m.View, m.ViewFrom = v.View, v.ViewFrom })
+				c.setMeta(func(m *NodeMeta) { m.View, m.ViewFrom, m.ViewSize = v.View, v.ViewFrom, v.ViewSize })
 			}
 		}
 	}

@@ -102,8 +102,9 @@ func Majority(n int) int { return n/2 + 1 }
 
 // seenOf returns the members of view that self sees at now (self, and
 // those whose last sign of life, last(name), is less than after old) and
-// how many make a majority of view. An empty view needs nobody.
-func seenOf(view []string, self string, last func(name string) time.Time, now time.Time, after time.Duration) (seen []string, need int) {
+// how many make a majority of view, or of a longer view of size larger
+// that a member gossips. An empty view needs nobody.
+func seenOf(view []string, self string, last func(name string) time.Time, now time.Time, after time.Duration, larger int) (seen []string, need int) {
 	if len(view) == 0 {
 		return nil, 0
 	}
@@ -116,21 +117,28 @@ func seenOf(view []string, self string, last func(name string) time.Time, now ti
 			seen = append(seen, m)
 		}
 	}
-	return seen, Majority(len(view))
+	return seen, Majority(max(len(view), larger))
 }
 
 // fenceReason is the status and log text for a node that sees seen of the
-// view's n members.
-func fenceReason(seen, n int) string {
-	return fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", seen, n, Majority(n))
+// view's n members and needs need.
+func fenceReason(seen, n, need int) string {
+	if need != Majority(n) {
+		return fmt.Sprintf("sees %d of %d members of the agreed view; a member's view has more members: a majority is %d", seen, n, need)
+	}
+	return fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", seen, n, need)
 }
 
 // seen returns the members of view this node sees now and the majority.
 func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
 	heard := c.q.lastHeard()
 	alive := map[string]time.Time{}
+	larger := 0
 	for _, m := range c.members.Alive() {
 		alive[m.Name] = m.Seen
+		if m.Name != c.cfg.Name {
+			larger = max(larger, m.ViewSize)
+		}
 	}
 	return seenOf(view, c.cfg.Name, func(name string) time.Time {
 		t := heard[name]
@@ -138,7 +146,7 @@ func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
 			t = s // gossip told of it alive (a join or a change of its metadata)
 		}
 		return t
-	}, now, c.cfg.FenceAfter)
+	}, now, c.cfg.FenceAfter, larger)
 }
 
 // quorate reports whether this node sees a majority of its agreed view now.
@@ -281,14 +289,14 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 		was := c.q.fenced.Load()
 		switch {
 		case !quorate:
-			why := fenceReason(len(seen), len(view))
+			c.q.rejoining.Store(false) // lost again while rejoining: start over
+			why := fenceReason(len(seen), len(view), need)
 			if !was || *c.q.why.Load() != why {
 				c.q.why.Store(&why)
 			}
 			if !was {
 				c.q.fences.Add(1)
 				c.q.fenced.Store(true)
-				c.q.rejoining.Store(false)
 				c.sched.SetQuorumLost(true)
 				c.log.Warn("fenced: no request until a majority of the agreed view is seen", "reason", why,
 					"view", view, "seen", seen, "fence_after", c.cfg.FenceAfter)
@@ -303,8 +311,8 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 			c.q.why.Store(&why)
 			c.log.Info("quorum: a majority of the agreed view is seen again", "view", view, "seen", seen)
 			c.kickUpdate()
+			until := c.sched.Fence(now, 2)
 			if !c.leaving.Load() && c.joining.CompareAndSwap(false, true) {
-				until := c.sched.Fence(now, 2)
 				c.gateSince.Store(now.UnixNano())
 				c.sched.SetHold(true)
 				c.log.Info("rejoining: no request until the members are settled again", "until_epoch", until)

@@ -21,29 +21,33 @@ func TestSeenOf(t *testing.T) {
 		need     int
 		quorate  bool
 		fenceMsg string
+		larger   int // the longest view another member gossips
 	}{
-		{"alone in a view of one", []string{"a"}, nil, []string{"a"}, 1, true, "sees 1 of 1 members of the agreed view; a majority is 1"},
+		{"alone in a view of one", []string{"a"}, nil, []string{"a"}, 1, true, "sees 1 of 1 members of the agreed view; a majority is 1", 0},
 		{"cut off from two", []string{"a", "b", "c"}, map[string]time.Time{"b": ago(2 * time.Second), "c": ago(5 * time.Second)},
-			[]string{"a"}, 2, false, "sees 1 of 3 members of the agreed view; a majority is 2"},
+			[]string{"a"}, 2, false, "sees 1 of 3 members of the agreed view; a majority is 2", 0},
 		{"majority side of three", []string{"a", "b", "c"}, map[string]time.Time{"b": ago(100 * time.Millisecond)},
-			[]string{"a", "b"}, 2, true, "sees 2 of 3 members of the agreed view; a majority is 2"},
-		{"two of two", []string{"a", "b"}, map[string]time.Time{"b": ago(999 * time.Millisecond)}, []string{"a", "b"}, 2, true, ""},
+			[]string{"a", "b"}, 2, true, "sees 2 of 3 members of the agreed view; a majority is 2", 0},
+		{"two of two", []string{"a", "b"}, map[string]time.Time{"b": ago(999 * time.Millisecond)}, []string{"a", "b"}, 2, true, "", 0},
 		{"one of two is fenced", []string{"a", "b"}, map[string]time.Time{"b": ago(time.Second)}, []string{"a"}, 2, false,
-			"sees 1 of 2 members of the agreed view; a majority is 2"},
-		{"minority of five", []string{"a", "b", "c", "d", "e"}, map[string]time.Time{"b": ago(0)}, []string{"a", "b"}, 3, false, ""},
+			"sees 1 of 2 members of the agreed view; a majority is 2", 0},
+		{"minority of five", []string{"a", "b", "c", "d", "e"}, map[string]time.Time{"b": ago(0)}, []string{"a", "b"}, 3, false, "", 0},
 		{"majority of five", []string{"a", "b", "c", "d", "e"}, map[string]time.Time{"b": ago(0), "e": ago(10 * time.Millisecond)},
-			[]string{"a", "b", "e"}, 3, true, ""},
-		{"heard from outside the view", []string{"a", "b", "c"}, map[string]time.Time{"x": ago(0), "y": ago(0)}, []string{"a"}, 2, false, ""},
-		{"empty view", nil, nil, nil, 0, true, ""},
+			[]string{"a", "b", "e"}, 3, true, "", 0},
+		{"heard from outside the view", []string{"a", "b", "c"}, map[string]time.Time{"x": ago(0), "y": ago(0)}, []string{"a"}, 2, false, "", 0},
+		{"empty view", nil, nil, nil, 0, true, "", 0},
+		{"joined the minority side", []string{"a", "b"}, map[string]time.Time{"b": ago(0)}, []string{"a", "b"}, 3, false,
+			"sees 2 of 2 members of the agreed view; a member's view has more members: a majority is 3", 5},
+		{"a member's view is shorter", []string{"a", "b", "c"}, map[string]time.Time{"b": ago(0)}, []string{"a", "b"}, 2, true, "", 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			seen, need := seenOf(tc.view, "a", func(n string) time.Time { return tc.heard[n] }, now, after)
+			seen, need := seenOf(tc.view, "a", func(n string) time.Time { return tc.heard[n] }, now, after, tc.larger)
 			if !slices.Equal(seen, tc.seen) || need != tc.need || (len(seen) >= need) != tc.quorate {
 				t.Errorf("seen %v need %d; want %v need %d quorate %v", seen, need, tc.seen, tc.need, tc.quorate)
 			}
 			if tc.fenceMsg != "" {
-				if got := fenceReason(len(seen), len(tc.view)); got != tc.fenceMsg {
+				if got := fenceReason(len(seen), len(tc.view), need); got != tc.fenceMsg {
 					t.Errorf("reason %q, want %q", got, tc.fenceMsg)
 				}
 			}
