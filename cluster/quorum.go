@@ -332,7 +332,7 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 				}
 			}
 		default:
-			if c.exclusionDue(now) {
+			if !c.leaving.Load() && c.exclusionDue(now) {
 				c.kickUpdate()
 			}
 		}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -35,9 +36,11 @@ func reconnectTargets(all []Member, self, selfAddr string, join []string, now ti
 	return slices.Compact(out)
 }
 
-// reconnect tries, every ReconnectInterval, to join the members declared
-// dead (for at most ReconnectTimeout after their death) and the configured
-// join addresses, until ctx is done.
+// reconnect tries, every ReconnectInterval, to join one of the members
+// declared dead (for at most ReconnectTimeout after their death) or of the
+// configured join addresses, picked at random as Serf does (a join to an
+// unreachable address waits for memberlist's TCP timeout), until ctx is
+// done.
 func (c *Cluster) reconnect(ctx context.Context) {
 	t := time.NewTicker(c.cfg.ReconnectInterval)
 	defer t.Stop()
@@ -54,11 +57,12 @@ func (c *Cluster) reconnect(ctx context.Context) {
 		if len(targets) == 0 {
 			continue
 		}
-		n, err := c.members.join(targets)
+		target := targets[rand.IntN(len(targets))]
+		n, err := c.members.join([]string{target})
 		if n > 0 {
-			c.log.Info("reconnect: contacted members", "tried", targets, "answered", n)
+			c.log.Info("reconnect: contacted members", "tried", target, "answered", n)
 		} else {
-			c.log.Debug("reconnect: no member answered", "tried", targets, "error", err)
+			c.log.Debug("reconnect: no member answered", "tried", target, "error", err)
 		}
 	}
 }
