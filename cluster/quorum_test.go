@@ -205,3 +205,41 @@ func TestScheduleNames(t *testing.T) {
 		})
 	}
 }
+
+// TestViewsAgree: a node fenced and back in the majority waits until every
+// member of its view it sees alive has the same view scheduled and in
+// effect, and its own latest view is in effect.
+func TestViewsAgree(t *testing.T) {
+	view := []string{"a", "b", "c"}
+	h := RingHash(view)
+	cases := []struct {
+		name    string
+		b, c    Member
+		future  bool // this node's latest view starts at a later epoch
+		waiting []string
+	}{
+		{"all agree", Member{View: h, ViewFrom: 1}, Member{View: h, ViewFrom: 1}, false, nil},
+		{"c has another view", Member{View: h, ViewFrom: 1}, Member{View: RingHash([]string{"a", "b"}), ViewFrom: 1}, false, []string{"c"}},
+		{"c switches later", Member{View: h, ViewFrom: 1}, Member{View: h, ViewFrom: 1 << 40}, false, []string{"c"}},
+		{"ours switches later", Member{View: h, ViewFrom: 1}, Member{View: h, ViewFrom: 1}, true, []string{"a"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sched, err := NewSchedule(DefaultScheduleConfig("a"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sched.SetMembersFrom(0, view)
+			if tc.future {
+				sched.SetMembersFrom(1<<40, []string{"a", "b", "c", "d"})
+			}
+			tc.b.Name, tc.b.State, tc.c.Name, tc.c.State = "b", StateAlive, "c", StateAlive
+			ms := &Members{nodes: map[string]Member{"a": {Name: "a", State: StateAlive}, "b": tc.b, "c": tc.c}, gone: map[string]Member{}}
+			c := &Cluster{cfg: NodeConfig{Name: "a"}, members: ms, sched: sched, q: newQuorum("a", time.Second)}
+			ok, waiting := c.viewsAgree(time.Now())
+			if ok != (len(tc.waiting) == 0) || !slices.Equal(waiting, tc.waiting) {
+				t.Errorf("agree %v, waiting for %v; want waiting for %v", ok, waiting, tc.waiting)
+			}
+		})
+	}
+}
