@@ -449,6 +449,25 @@ type sender struct {
 	fails int
 	// lastSend is when the last batch was taken to be sent (waitReady).
 	lastSend time.Time
+	// live is conn's connection, for Reset from other goroutines.
+	live atomic.Pointer[net.Conn]
+}
+
+// Reset closes the connection to peer, if any: a batch waiting for its ack
+// fails at once and is sent again, on a new connection, once the peer can
+// be reached. The cluster calls it when gossip declares the peer dead: over
+// a cut network the ack never comes, and waiting AckTimeout for it would
+// hold the outbox back after the peer is back.
+func (x *Exchange) Reset(peer string) {
+	x.mu.Lock()
+	s := x.senders[peer]
+	x.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if c := s.live.Load(); c != nil {
+		_ = (*c).Close()
+	}
 }
 
 func (x *Exchange) wake(peer string) {
@@ -677,10 +696,12 @@ func (s *sender) dial(addr string) error {
 	}
 	x.st.dials.Add(1)
 	s.conn, s.addr = xc, addr
+	s.live.Store(&c)
 	return nil
 }
 
 func (s *sender) closeConn() {
+	s.live.Store(nil)
 	if s.conn != nil {
 		s.x.untrack(s.conn.c)
 		s.conn = nil

@@ -503,6 +503,11 @@ func (c *Cluster) update() {
 			signal(c.viewKick)
 		}
 	}
+	for _, m := range c.members.All() {
+		if m.State == StateDead {
+			c.x.Reset(m.Name) // an ack it owes may never come (a cut)
+		}
+	}
 	c.away.Store(c.computeAway(owners, time.Now()))
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)
