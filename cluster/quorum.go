@@ -175,7 +175,9 @@ func minExclude(after time.Duration) time.Duration {
 // scheduleNames returns the member list to schedule for the alive members
 // names: the members of the latest list declared dead stay in it (their
 // phase idle) for excludeAfter, and for as long as this node does not see a
-// majority of that list (a node cut off from the others never drops them).
+// majority of that list or is still fenced (a node cut off from the others
+// never drops them; one that sees some of them again drops nobody before
+// the members agree on the view: the ones it sees may have dropped others).
 // dropped tells that a member declared dead leaves the list.
 func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dropped bool) {
 	latest := c.sched.Latest()
@@ -193,7 +195,7 @@ func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dr
 			continue
 		}
 		if quorate == nil {
-			q := c.quorate(now)
+			q := !c.q.fenced.Load() && c.quorate(now)
 			quorate = &q
 		}
 		if !*quorate {

@@ -174,11 +174,13 @@ func TestScheduleNames(t *testing.T) {
 		bHeardAgo time.Duration // b's last heartbeat; b's gossip is a minute old
 		want      []string
 		dropped   bool
+		fenced    bool // this node is fenced (or rejoining)
 	}{
-		{"declared dead a moment ago", 5 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false},
-		{"dead past takeover_after, majority seen", 20 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b"}, true},
-		{"dead past takeover_after, no majority", 20 * time.Second, StateDead, 3 * time.Second, []string{"a", "b", "c"}, false},
-		{"left", time.Second, StateLeft, 0, []string{"a", "b"}, false},
+		{"declared dead a moment ago", 5 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, false},
+		{"dead past takeover_after, majority seen", 20 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b"}, true, false},
+		{"dead past takeover_after, no majority", 20 * time.Second, StateDead, 3 * time.Second, []string{"a", "b", "c"}, false, false},
+		{"left", time.Second, StateLeft, 0, []string{"a", "b"}, false, false},
+		{"majority seen, still fenced", 20 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -198,6 +200,7 @@ func TestScheduleNames(t *testing.T) {
 			c := &Cluster{cfg: NodeConfig{Name: "a", TakeoverAfter: 10 * time.Second, FenceAfter: time.Second},
 				members: ms, sched: sched, q: newQuorum("a", time.Second)}
 			c.q.hear(heartbeat("b"), now.Add(-tc.bHeardAgo))
+			c.q.fenced.Store(tc.fenced)
 			got, dropped := c.scheduleNames([]string{"a", "b"}, now)
 			if !slices.Equal(got, tc.want) || dropped != tc.dropped {
 				t.Errorf("scheduled %v (dropped %v), want %v (dropped %v)", got, dropped, tc.want, tc.dropped)
