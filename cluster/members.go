@@ -95,7 +95,7 @@ type MembersConfig struct {
 	// Default 1s.
 	LeavePropagate time.Duration
 	// OnMessage receives the user messages other members send to this one
-	// (Members.Send: the quorum heartbeats). It must not block. Optional.
+	// (the quorum heartbeats, quorum.go). It must not block. Optional.
 	OnMessage func(msg []byte)
 }
 

@@ -282,9 +282,9 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 	lastForget := time.Now()
 	for {
 		now := time.Now()
-		if !c.leaving.Load() {
-			c.sendHeartbeats(msg)
-		}
+		// Also while handing off before a leave: until it is gone, this
+		// node is in the others' views.
+		c.sendHeartbeats(msg)
 		view := c.sched.Latest()
 		seen, need := c.seen(view, now)
 		quorate := len(seen) >= need
