@@ -41,7 +41,6 @@ type quorum struct {
 	fenced    atomic.Bool
 	why       atomic.Pointer[string] // why it is fenced; "" when it is not
 	rejoining atomic.Bool            // saw a majority again; waits for the members to agree on the view
-	fences    atomic.Uint64
 }
 
 func newQuorum(self string, after time.Duration) *quorum {
@@ -297,7 +296,6 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 				c.q.why.Store(&why)
 			}
 			if !was {
-				c.q.fences.Add(1)
 				c.q.fenced.Store(true)
 				c.sched.SetQuorumLost(true)
 				c.log.Warn("fenced: no request until a majority of the agreed view is seen", "reason", why,
