@@ -17,9 +17,10 @@ import (
 // that does not see a majority of it starts no request: the phase clock
 // reports it held (Schedule.SetQuorumLost) until it sees a majority again
 // and the members agree on the view once more. A member is seen when it sent
-// a heartbeat (a small gossip user message, every FenceAfter/5) or gossip
-// told of it alive within the last FenceAfter; the node itself always
-// counts. The members that see a majority drop a member declared dead from
+// a heartbeat (a small gossip user message, every FenceAfter/5) within the
+// last FenceAfter; one never heard from yet counts from when gossip told of
+// it alive (a newcomer's first heartbeat is on its way); the node itself
+// always counts. The members that see a majority drop a member declared dead from
 // their schedule (and work on its hosts) only excludeAfter after they
 // declared it dead, by which time it has fenced itself.
 
@@ -36,7 +37,7 @@ type quorum struct {
 	after time.Duration // FenceAfter
 
 	mu    sync.Mutex
-	heard map[string]time.Time // local time of each member's last heartbeat
+	heard map[string]time.Time // local time of each member's last heartbeat; never pruned (a name heard once never gets the newcomer's grace again)
 
 	fenced    atomic.Bool
 	why       atomic.Pointer[string] // why it is fenced; "" when it is not
@@ -85,17 +86,6 @@ func (q *quorum) lastHeard() map[string]time.Time {
 	return out
 }
 
-// forget drops the heartbeats older than age.
-func (q *quorum) forget(now time.Time, age time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for k, v := range q.heard {
-		if now.Sub(v) > age {
-			delete(q.heard, k)
-		}
-	}
-}
-
 // Majority is the number of members of a view of n that make a majority.
 func Majority(n int) int { return n/2 + 1 }
 
@@ -140,11 +130,14 @@ func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
 		}
 	}
 	return seenOf(view, c.cfg.Name, func(name string) time.Time {
-		t := heard[name]
-		if s, ok := alive[name]; ok && s.After(t) {
-			t = s // gossip told of it alive (a join or a change of its metadata)
+		if t, ok := heard[name]; ok {
+			// Only its heartbeats count: gossip may still bring news of a
+			// member that declared this node dead (memberlist gossips to
+			// the dead for a while), and that member no longer sends it
+			// heartbeats.
+			return t
 		}
-		return t
+		return alive[name] // never heard from: since gossip told of it alive
 	}, now, c.cfg.FenceAfter, larger)
 }
 
@@ -278,7 +271,6 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	msg := heartbeat(c.cfg.Name)
-	lastForget := time.Now()
 	for {
 		now := time.Now()
 		// Also while handing off before a leave: until it is gone, this
@@ -335,10 +327,6 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 			if !c.leaving.Load() && c.exclusionDue(now) {
 				c.kickUpdate()
 			}
-		}
-		if now.Sub(lastForget) > time.Minute {
-			c.q.forget(now, time.Minute)
-			lastForget = now
 		}
 		select {
 		case <-ctx.Done():

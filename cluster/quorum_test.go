@@ -67,10 +67,6 @@ func TestQuorumHear(t *testing.T) {
 	if len(got) != 1 || !got["b"].Equal(now) {
 		t.Fatalf("heard %v, want only b at %v", got, now)
 	}
-	q.forget(now.Add(2*time.Minute), time.Minute)
-	if got := q.lastHeard(); len(got) != 0 {
-		t.Fatalf("after forget: %v", got)
-	}
 }
 
 // TestMinExcludeOutlastsFence: the members drop a member declared dead
@@ -244,5 +240,33 @@ func TestViewsAgree(t *testing.T) {
 				t.Errorf("agree %v, waiting for %v; want waiting for %v", ok, waiting, tc.waiting)
 			}
 		})
+	}
+}
+
+// TestSeenHeartbeatsOnly: once a member was heard, only its heartbeats
+// count (fresh gossip about it, which may come from a member that declared
+// this node dead, does not); a member never heard from counts from when
+// gossip told of it alive.
+func TestSeenHeartbeatsOnly(t *testing.T) {
+	now := time.Now()
+	sched, err := NewSchedule(DefaultScheduleConfig("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := []string{"a", "b", "c", "d", "e"}
+	sched.SetMembersFrom(0, view)
+	ms := &Members{nodes: map[string]Member{
+		"a": {Name: "a", State: StateAlive, Seen: now},
+		"b": {Name: "b", State: StateAlive, Seen: now},                        // heard 5s ago, gossip just now
+		"c": {Name: "c", State: StateAlive, Seen: now.Add(-time.Minute)},      // heard just now
+		"d": {Name: "d", State: StateAlive, Seen: now.Add(-time.Second / 2)},  // never heard: a newcomer
+		"e": {Name: "e", State: StateAlive, Seen: now.Add(-10 * time.Second)}, // never heard, long ago
+	}, gone: map[string]Member{}}
+	c := &Cluster{cfg: NodeConfig{Name: "a", FenceAfter: time.Second}, members: ms, sched: sched, q: newQuorum("a", time.Second)}
+	c.q.hear(heartbeat("b"), now.Add(-5*time.Second))
+	c.q.hear(heartbeat("c"), now)
+	seen, need := c.seen(view, now)
+	if want := []string{"a", "c", "d"}; !slices.Equal(seen, want) || need != 3 {
+		t.Errorf("seen %v need %d, want %v need 3", seen, need, want)
 	}
 }
