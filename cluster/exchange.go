@@ -470,6 +470,8 @@ type sender struct {
 	lastSend time.Time
 	// urgent: what is queued goes now, without waiting for MaxDelay (Flush).
 	urgent atomic.Bool
+	// live is conn's connection, for Reset from other goroutines.
+	live atomic.Pointer[net.Conn]
 }
 
 // Flush sends what is queued for peer at once, without waiting for a
@@ -478,6 +480,23 @@ func (x *Exchange) Flush(peer string) {
 	if s := x.ensureSender(peer); s != nil {
 		s.urgent.Store(true)
 		signal(s.wake)
+	}
+}
+
+// Reset closes the connection to peer, if any: a batch waiting for its ack
+// fails at once and is sent again, on a new connection, once the peer can
+// be reached. The cluster calls it when gossip declares the peer dead: over
+// a cut network the ack never comes, and waiting AckTimeout for it would
+// hold the outbox back after the peer is back.
+func (x *Exchange) Reset(peer string) {
+	x.mu.Lock()
+	s := x.senders[peer]
+	x.mu.Unlock()
+	if s == nil {
+		return
+	}
+	if c := s.live.Load(); c != nil {
+		_ = (*c).Close()
 	}
 }
 
@@ -707,10 +726,12 @@ func (s *sender) dial(addr string) error {
 	}
 	x.st.dials.Add(1)
 	s.conn, s.raw, s.addr = xc, c, addr
+	s.live.Store(&c)
 	return nil
 }
 
 func (s *sender) closeConn() {
+	s.live.Store(nil)
 	if s.conn != nil {
 		s.x.untrack(s.raw)
 		s.conn, s.raw = nil, nil

@@ -49,6 +49,11 @@ type NodeMeta struct {
 	// nothing) adopt the latest epoch any of them chose for it.
 	View     string `json:"view,omitempty"`
 	ViewFrom int64  `json:"view_from,omitempty"`
+	// ViewSize is the length of that list: a node that sees a member
+	// gossip a longer view than its own needs a majority of that one
+	// (quorum.go), so a node that joined the minority side of a partition
+	// does not crawl with a view of its side alone.
+	ViewSize int `json:"view_size,omitempty"`
 	// Started is when this node's process started (unix ns): a member
 	// back under the same name is a new ring member (Ring.ID).
 	Started int64 `json:"started,omitempty"`
@@ -92,6 +97,9 @@ type MembersConfig struct {
 	// before shutting down, so the message spreads (Serf recipe).
 	// Default 1s.
 	LeavePropagate time.Duration
+	// OnMessage receives the user messages other members send to this one
+	// (the quorum heartbeats, quorum.go). It must not block. Optional.
+	OnMessage func(msg []byte)
 }
 
 // FastTimings tightens memberlist's LAN timings for clusters on one
@@ -136,6 +144,7 @@ type Member struct {
 	From     int64       `json:"-"` // NodeMeta.From
 	View     string      `json:"-"` // NodeMeta.View
 	ViewFrom int64       `json:"-"` // NodeMeta.ViewFrom
+	ViewSize int         `json:"-"` // NodeMeta.ViewSize
 	Started  int64       `json:"-"` // NodeMeta.Started
 	Scope    string      `json:"-"` // NodeMeta.Scope
 	Seen     time.Time   `json:"-"` // local time this node last received the member's state (toMember)
@@ -418,7 +427,7 @@ func toMember(n *memberlist.Node) Member {
 	var meta NodeMeta
 	if len(n.Meta) > 0 && json.Unmarshal(n.Meta, &meta) == nil {
 		x.API, x.Exchange, x.Settled, x.Leaving, x.From = meta.API, meta.Exchange, meta.Settled, meta.Leaving, meta.From
-		x.View, x.ViewFrom, x.Started, x.Scope = meta.View, meta.ViewFrom, meta.Started, meta.Scope
+		x.View, x.ViewFrom, x.ViewSize, x.Started, x.Scope = meta.View, meta.ViewFrom, meta.ViewSize, meta.Started, meta.Scope
 	}
 	switch n.State {
 	case memberlist.StateAlive:
@@ -476,7 +485,11 @@ func (d *membersDelegate) NodeMeta(limit int) []byte {
 	}
 	return slices.Clone(d.meta)
 }
-func (d *membersDelegate) NotifyMsg([]byte)                           {}
+func (d *membersDelegate) NotifyMsg(b []byte) {
+	if d.cfg.OnMessage != nil {
+		d.cfg.OnMessage(b)
+	}
+}
 func (d *membersDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *membersDelegate) LocalState(join bool) []byte                { return nil }
 func (d *membersDelegate) MergeRemoteState(buf []byte, join bool)     {}

@@ -20,7 +20,7 @@ func (c *Cluster) ClusterStatus(now time.Time) node.ClusterStatus {
 	return node.ClusterStatus{
 		Members: ms,
 		Outbox:  c.outbox.Pending(),
-		Phase:   node.PhaseStatus{NPhase: st.NPhase, Current: current(st), Epoch: st.Epoch, NextSwap: &next},
+		Phase:   node.PhaseStatus{NPhase: st.NPhase, Current: current(st), Epoch: st.Epoch, NextSwap: &next, Fenced: c.Fenced()},
 	}
 }
 
@@ -53,11 +53,12 @@ var (
 	dPauses      = desc(node.MetricPauses)
 	dReplicas    = desc(node.MetricReplicasSent)
 	dAway        = desc(node.MetricMembersAway)
+	dFenced      = desc(node.MetricClusterFenced)
 )
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas, dAway} {
+		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas, dAway, dFenced} {
 		ch <- d
 	}
 }
@@ -109,4 +110,5 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dMovedFPs, float64(c.movedFPs.Load()))
 	gauge(dRebalancing, b2f(c.rebalancing.Load()))
 	gauge(dJoining, b2f(c.joining.Load()))
+	gauge(dFenced, b2f(c.q.fenced.Load()))
 }

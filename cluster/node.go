@@ -88,6 +88,15 @@ type NodeConfig struct {
 	// fetches, for every member to have moved the records it owns to it
 	// (see Cluster). Default 2m.
 	JoinTimeout time.Duration
+	// FenceAfter: a node that has not heard from a majority of its agreed
+	// member view for this long starts no request (quorum.go). Default 5s.
+	FenceAfter time.Duration
+	// ReconnectInterval is how often the node tries to join the members
+	// declared dead and the Join addresses again (reconnect.go). Default 10s.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long after a member was declared dead the
+	// node keeps trying to reach it; 0: forever. Default 24h.
+	ReconnectTimeout time.Duration
 }
 
 // NodeConfigFrom builds the cluster layer's configuration from a node's
@@ -105,6 +114,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
+		FenceAfter: k.FenceAfter, ReconnectInterval: k.ReconnectInterval, ReconnectTimeout: k.ReconnectTimeout,
 	}
 }
 
@@ -172,6 +182,10 @@ type Cluster struct {
 	away  atomic.Pointer[away]              // members declared dead whose share waits (Held); nil: none
 	addrs atomic.Pointer[map[string]string] // member name -> exchange address
 	alive atomic.Int64                      // members seen alive, this one included
+	q     *quorum                           // heartbeats heard and the fence (quorum.go)
+	updMu sync.Mutex                        // serializes update
+	// updKick asks follow to apply the membership again (quorum.go).
+	updKick chan struct{}
 
 	peersLeaving atomic.Pointer[map[string]bool] // other members handing off before they leave
 
@@ -197,6 +211,8 @@ type Cluster struct {
 	wg        sync.WaitGroup
 	rebCancel context.CancelFunc // stops the rebalance loop and the join gate (hand-off)
 	rebWG     sync.WaitGroup
+	recCancel context.CancelFunc // stops the reconnect loop (before the leave)
+	recWG     sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -361,7 +377,14 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 2 * time.Minute
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1)}
+	if cfg.FenceAfter <= 0 {
+		cfg.FenceAfter = 5 * time.Second
+	}
+	if cfg.ReconnectInterval <= 0 {
+		cfg.ReconnectInterval = 10 * time.Second
+	}
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1),
+		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process
 	// left in the outbox for their owners instead of taking them as this
@@ -426,6 +449,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
 		Meta: meta, Logger: logger, Tune: cfg.Tune,
+		OnMessage: func(b []byte) { c.q.hear(b, time.Now()) },
 	})
 	if err != nil {
 		return nil, err
@@ -449,6 +473,10 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.wg.Go(func() { c.follow(ctx) })
 	c.wg.Go(func() { c.announceView(ctx) })
 	c.wg.Go(func() { c.watchPhases(ctx) })
+	c.wg.Go(func() { c.watchQuorum(ctx) })
+	recCtx, recCancel := context.WithCancel(ctx)
+	c.recCancel = recCancel
+	c.recWG.Go(func() { c.reconnect(recCtx) })
 	rctx, rcancel := context.WithCancel(ctx)
 	c.rebCancel = rcancel
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
@@ -479,6 +507,9 @@ func (c *Cluster) follow(ctx context.Context) {
 		case <-c.members.Changes():
 			stop()
 			c.update()
+		case <-c.updKick:
+			stop()
+			c.update()
 		case <-expire:
 			// A member's wait ended: its share is crawled here from now.
 			c.update()
@@ -494,6 +525,8 @@ func (c *Cluster) follow(ctx context.Context) {
 // addresses now, the schedule's member list from the next epoch boundary; a
 // change of the ring starts a rebalance.
 func (c *Cluster) update() {
+	c.updMu.Lock()
+	defer c.updMu.Unlock()
 	alive := c.members.Alive()
 	names := make([]string, 0, len(alive))
 	addrs := make(map[string]string, len(alive))
@@ -528,18 +561,30 @@ func (c *Cluster) update() {
 	c.peersLeaving.Store(&peersLeaving)
 	var from int64
 	if !leaving {
+		// A member declared dead stays in the schedule for a while, and
+		// while this node does not see a majority (quorum.go).
+		names, dropped := c.scheduleNames(names, time.Now())
 		announced := c.announced(names)
 		notBefore := max(announced, c.agreed(names))
-		if latest := c.sched.Latest(); announced == 0 && latest != nil && !equalStrings(latest, NewRing(names).Members()) {
+		if latest := c.sched.Latest(); (announced == 0 || dropped) && latest != nil && !equalStrings(latest, NewRing(names).Members()) {
 			// A failure: nobody announced the epoch. Choose one far
 			// enough ahead for the members' choices (gossiped as
 			// NodeMeta.ViewFrom) to meet before its guard starts.
 			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), announceLead))
 		}
 		from = c.sched.SetMembersAfter(names, notBefore)
-		v := &NodeMeta{View: RingHash(names), ViewFrom: from}
+		if dropped {
+			c.log.Info("phase schedule without the members declared dead", "schedule", names, "from_epoch", from,
+				"after", c.excludeAfter())
+		}
+		v := &NodeMeta{View: RingHash(names), ViewFrom: from, ViewSize: len(names)}
 		if old := c.view.Swap(v); old == nil || *old != *v {
 			signal(c.viewKick)
+		}
+	}
+	for _, m := range c.members.All() {
+		if m.State == StateDead {
+			c.x.Reset(m.Name) // an ack it owes may never come (a cut)
 		}
 	}
 	c.away.Store(c.computeAway(owners, time.Now()))
@@ -601,7 +646,7 @@ func (c *Cluster) announceView(ctx context.Context) {
 			return
 		case <-c.viewKick:
 			if v := c.view.Load(); v != nil {
-				c.setMeta(func(m *NodeMeta) { m.View, m.ViewFrom = v.View, v.ViewFrom })
+				c.setMeta(func(m *NodeMeta) { m.View, m.ViewFrom, m.ViewSize = v.View, v.ViewFrom, v.ViewSize })
 			}
 		}
 	}
@@ -649,6 +694,10 @@ func (c *Cluster) Ring() *Ring { return c.ring.Load() }
 func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		var errs []error
+		if c.recCancel != nil {
+			c.recCancel() // no join after the leave
+			c.recWG.Wait()
+		}
 		if c.members != nil {
 			errs = append(errs, c.handoff())
 			if c.ring.Load().Len() == 0 && c.alive.Load() > 1 {

@@ -187,7 +187,14 @@ type Schedule struct {
 	snaps []snapshot // ascending by from
 	hold  atomic.Bool
 	fence atomic.Int64 // cluster epoch before which this node stays off its phase (Fence)
+
+	quorumLost atomic.Bool // SetQuorumLost
 }
+
+// SetQuorumLost holds this node off its phase (Active reports closed) while
+// on is true: the cluster layer sets it while the node does not see a
+// majority of the member view it agreed on (see quorum.go).
+func (s *Schedule) SetQuorumLost(on bool) { s.quorumLost.Store(on) }
 
 // Fence keeps this node off its phase (Active reports closed) until the
 // start of the epoch `epochs` after the current one. The cluster layer calls
@@ -373,7 +380,7 @@ func (s *Schedule) stateAt(cnow time.Time, u time.Duration) PhaseState {
 		st.Phase = phaseAt(r, e, n)
 		st.Open = cnow.Before(st.GuardStart)
 	}
-	if s.hold.Load() || e < s.fence.Load() {
+	if s.hold.Load() || e < s.fence.Load() || s.quorumLost.Load() {
 		st.Held, st.Open = true, false
 	}
 	return st

@@ -116,6 +116,21 @@ type Cluster struct {
 	// demo): failures are detected in about a second. Never on a real
 	// network, where a busy node would be declared dead. Default false.
 	FastGossip bool `yaml:"fast_gossip"`
+	// FenceAfter: a member that has not heard from a majority of the last
+	// member view it agreed on for this long starts no request until it
+	// does again (quorum fencing: docs/design/partitions.md). The members
+	// keep a member declared dead in the phase schedule for at least
+	// fence_after + 2×fence_after/5 + 1s (and takeover_after). Default 5s,
+	// valid 100ms..10m.
+	FenceAfter time.Duration `yaml:"fence_after"`
+	// ReconnectInterval is how often a member tries to join the members it
+	// declared dead, and its join addresses, again (gossip never contacts a
+	// dead member again; after a partition heals the sides find each other
+	// this way). Default 10s, valid 100ms..1h.
+	ReconnectInterval time.Duration `yaml:"reconnect_interval"`
+	// ReconnectTimeout is how long after a member was declared dead it is
+	// tried again. Default 24h, valid 0 (forever)..8760h.
+	ReconnectTimeout time.Duration `yaml:"reconnect_timeout"`
 }
 
 // Enabled reports whether the node joins a cluster (cluster.gossip is set).
@@ -315,7 +330,7 @@ func Default() Config {
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
 		Log:      Log{Level: "info", Format: "text"},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
-			BatchDelay: 300 * time.Millisecond},
+			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour},
 	}
 }
 
@@ -445,6 +460,15 @@ func (c Cluster) validate() []string {
 	}
 	if c.TakeoverAfter < 0 || c.TakeoverAfter > 24*time.Hour {
 		bad("cluster.takeover_after=%s: must be in 0..24h", c.TakeoverAfter)
+	}
+	if c.FenceAfter < 100*time.Millisecond || c.FenceAfter > 10*time.Minute {
+		bad("cluster.fence_after=%s: must be in 100ms..10m", c.FenceAfter)
+	}
+	if c.ReconnectInterval < 100*time.Millisecond || c.ReconnectInterval > time.Hour {
+		bad("cluster.reconnect_interval=%s: must be in 100ms..1h", c.ReconnectInterval)
+	}
+	if c.ReconnectTimeout < 0 || c.ReconnectTimeout > 8760*time.Hour {
+		bad("cluster.reconnect_timeout=%s: must be in 0..8760h", c.ReconnectTimeout)
 	}
 	if c.HandoffTimeout < time.Second || c.HandoffTimeout > time.Hour {
 		bad("cluster.handoff_timeout=%s: must be in 1s..1h", c.HandoffTimeout)

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -118,6 +119,15 @@ func TestPrecedence(t *testing.T) {
 		{"cluster takeover env", nil, map[string]string{"PHASECRAWL_CLUSTER_TAKEOVER_AFTER": "0s"}, func(c Config) string {
 			if c.Cluster.TakeoverAfter != 0 {
 				return "takeover_after " + c.Cluster.TakeoverAfter.String() + ", want 0"
+			}
+			return ""
+		}, ""},
+		{"cluster fence_after range", nil, map[string]string{"PHASECRAWL_CLUSTER_FENCE_AFTER": "50ms"}, nil, "cluster.fence_after=50ms: must be in 100ms..10m"},
+		{"cluster reconnect_interval range", nil, map[string]string{"PHASECRAWL_CLUSTER_RECONNECT_INTERVAL": "2h"}, nil, "cluster.reconnect_interval=2h0m0s: must be in 100ms..1h"},
+		{"cluster reconnect_timeout range", nil, map[string]string{"PHASECRAWL_CLUSTER_RECONNECT_TIMEOUT": "-1s"}, nil, "cluster.reconnect_timeout=-1s: must be in 0..8760h"},
+		{"cluster partition defaults", nil, nil, func(c Config) string {
+			if k := c.Cluster; k.FenceAfter != 5*time.Second || k.ReconnectInterval != 10*time.Second || k.ReconnectTimeout != 24*time.Hour {
+				return fmt.Sprintf("fence_after %s, reconnect_interval %s, reconnect_timeout %s; want 5s, 10s, 24h", k.FenceAfter, k.ReconnectInterval, k.ReconnectTimeout)
 			}
 			return ""
 		}, ""},

@@ -73,6 +73,9 @@ type PhaseStatus struct {
 	Current  int        `json:"current"`
 	Epoch    int64      `json:"epoch"`
 	NextSwap *time.Time `json:"next_swap"`
+	// Fenced says why the node starts no request for want of a majority
+	// of its cluster's member view; empty when it is not fenced.
+	Fenced string `json:"fenced,omitempty"`
 }
 
 // Status returns the node's current figures.

@@ -83,6 +83,7 @@ const (
 	MetricPauses             = "phasecrawl_cluster_pauses_total"
 	MetricReplicasSent       = "phasecrawl_replicas_sent_total"
 	MetricMembersAway        = "phasecrawl_cluster_members_away"
+	MetricClusterFenced      = "phasecrawl_cluster_fenced"
 )
 
 // ClusterMetricHelp is the help text of each cluster series.
@@ -104,6 +105,7 @@ var ClusterMetricHelp = map[string]string{
 	MetricRebalanceFPsMoved:  "Fingerprints of COMPLETED URLs moved to their new owner by rebalancing.",
 	MetricRebalanceRunning:   "1 while a rebalance or a leave hand-off runs, else 0.",
 	MetricJoinWaiting:        "1 while this node, having joined, waits for the members to move its records to it before fetching.",
+	MetricClusterFenced:      "1 while this node is fenced: it does not see a majority of the member view it agreed on (or waits, having seen one again, for the members to agree on it) and starts no request.",
 	MetricPauses:             "Times this process was found frozen (SIGSTOP, a VM pause) long enough to be declared dead by the others; each one holds the node off its phase for two epochs and until the members are settled again.",
 }
 
@@ -133,6 +135,7 @@ var standaloneSeries = []struct {
 	{MetricPauses, prometheus.CounterValue, 0},
 	{MetricReplicasSent, prometheus.CounterValue, 0},
 	{MetricMembersAway, prometheus.GaugeValue, 0},
+	{MetricClusterFenced, prometheus.GaugeValue, 0},
 }
 
 func standaloneDesc(name string) *prometheus.Desc {

@@ -1,0 +1,344 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Quorum fencing (docs/design/partitions.md). The agreed view is the member
+// list this node scheduled last for its phases (Schedule.Latest). A node
+// that does not see a majority of it starts no request: the phase clock
+// reports it held (Schedule.SetQuorumLost) until it sees a majority again
+// and the members agree on the view once more. A member is seen when it sent
+// a heartbeat (a small gossip user message, every FenceAfter/5) within the
+// last FenceAfter; one never heard from yet counts from when gossip told of
+// it alive (a newcomer's first heartbeat is on its way); the node itself
+// always counts. The members that see a majority drop a member declared dead from
+// their schedule (and work on its hosts) only excludeAfter after they
+// declared it dead, by which time it has fenced itself.
+
+// heartbeatMagic starts a heartbeat; the sender's name follows.
+var heartbeatMagic = []byte("phasecrawl-hb1:")
+
+// maxHeard bounds the heartbeat senders remembered.
+const maxHeard = 4096
+
+// quorum is this node's view of which members it hears from, and whether
+// it is fenced.
+type quorum struct {
+	self  string
+	after time.Duration // FenceAfter
+
+	mu    sync.Mutex
+	heard map[string]time.Time // local time of each member's last heartbeat; never pruned (a name heard once never gets the newcomer's grace again)
+
+	fenced    atomic.Bool
+	why       atomic.Pointer[string] // why it is fenced; "" when it is not
+	rejoining atomic.Bool            // saw a majority again; waits for the members to agree on the view
+}
+
+func newQuorum(self string, after time.Duration) *quorum {
+	q := &quorum{self: self, after: after, heard: map[string]time.Time{}}
+	q.why.Store(new(string))
+	return q
+}
+
+// heartbeatInterval is how often a node sends its heartbeat to every member
+// it sees alive: five per FenceAfter, so one lost datagram does not fence.
+func heartbeatInterval(after time.Duration) time.Duration {
+	return max(after/5, 10*time.Millisecond)
+}
+
+// heartbeat is the message member name sends.
+func heartbeat(name string) []byte { return append(slices.Clone(heartbeatMagic), name...) }
+
+// hear records a heartbeat (a Members OnMessage callback; never blocks for long).
+func (q *quorum) hear(msg []byte, now time.Time) {
+	if !bytes.HasPrefix(msg, heartbeatMagic) {
+		return
+	}
+	name := string(msg[len(heartbeatMagic):])
+	if name == "" || name == q.self || len(name) > 512 {
+		return
+	}
+	q.mu.Lock()
+	if _, ok := q.heard[name]; ok || len(q.heard) < maxHeard {
+		q.heard[name] = now
+	}
+	q.mu.Unlock()
+}
+
+// lastHeard returns the local time of the last heartbeat of each member.
+func (q *quorum) lastHeard() map[string]time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[string]time.Time, len(q.heard))
+	for k, v := range q.heard {
+		out[k] = v
+	}
+	return out
+}
+
+// Majority is the number of members of a view of n that make a majority.
+func Majority(n int) int { return n/2 + 1 }
+
+// seenOf returns the members of view that self sees at now (self, and
+// those whose last sign of life, last(name), is less than after old) and
+// how many make a majority of view, or of a longer view of size larger
+// that a member gossips. An empty view needs nobody.
+func seenOf(view []string, self string, last func(name string) time.Time, now time.Time, after time.Duration, larger int) (seen []string, need int) {
+	if len(view) == 0 {
+		return nil, 0
+	}
+	for _, m := range view {
+		if m == self {
+			seen = append(seen, m)
+			continue
+		}
+		if t := last(m); !t.IsZero() && now.Sub(t) < after {
+			seen = append(seen, m)
+		}
+	}
+	return seen, Majority(max(len(view), larger))
+}
+
+// fenceReason is the status and log text for a node that sees seen of the
+// view's n members and needs need.
+func fenceReason(seen, n, need int) string {
+	if need != Majority(n) {
+		return fmt.Sprintf("sees %d of %d members of the agreed view; a member's view has more members: a majority is %d", seen, n, need)
+	}
+	return fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", seen, n, need)
+}
+
+// seen returns the members of view this node sees now and the majority.
+func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
+	heard := c.q.lastHeard()
+	alive := map[string]time.Time{}
+	larger := 0
+	for _, m := range c.members.Alive() {
+		alive[m.Name] = m.Seen
+		if m.Name != c.cfg.Name {
+			larger = max(larger, m.ViewSize)
+		}
+	}
+	return seenOf(view, c.cfg.Name, func(name string) time.Time {
+		if t, ok := heard[name]; ok {
+			// Only its heartbeats count: gossip may still bring news of a
+			// member that declared this node dead (memberlist gossips to
+			// the dead for a while), and that member no longer sends it
+			// heartbeats.
+			return t
+		}
+		return alive[name] // never heard from: since gossip told of it alive
+	}, now, c.cfg.FenceAfter, larger)
+}
+
+// quorate reports whether this node sees a majority of its agreed view now.
+func (c *Cluster) quorate(now time.Time) bool {
+	seen, need := c.seen(c.sched.Latest(), now)
+	return len(seen) >= need
+}
+
+// excludeAfter is how long the members keep a member declared dead in the
+// phase schedule (its phase idle): cluster.takeover_after, and at least
+// minExclude, so that a member cut off from them has fenced itself before
+// any of them works on its hosts.
+func (c *Cluster) excludeAfter() time.Duration {
+	return max(c.cfg.TakeoverAfter, minExclude(c.cfg.FenceAfter))
+}
+
+// minExclude is the shortest safe exclusion delay for FenceAfter after: a
+// member cut off stops hearing the others' heartbeats at the latest one
+// heartbeat after they declared it dead; it is fenced FenceAfter later,
+// noticed within a heartbeat; one second more covers the spread of the
+// death among the members (gossip) and the clocks.
+func minExclude(after time.Duration) time.Duration {
+	return after + 2*heartbeatInterval(after) + time.Second
+}
+
+// scheduleNames returns the member list to schedule for the alive members
+// names: the members of the latest list declared dead stay in it (their
+// phase idle) for excludeAfter, and for as long as this node does not see a
+// majority of that list or is still fenced (a node cut off from the others
+// never drops them; one that sees some of them again drops nobody before
+// the members agree on the view: the ones it sees may have dropped others).
+// dropped tells that a member declared dead leaves the list.
+func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dropped bool) {
+	latest := c.sched.Latest()
+	out = slices.Clone(names)
+	if len(latest) == 0 {
+		return out, false
+	}
+	var quorate *bool
+	for _, m := range c.members.All() {
+		if m.State != StateDead || m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) || slices.Contains(names, m.Name) {
+			continue
+		}
+		if now.Before(m.Seen.Add(c.excludeAfter())) {
+			out = append(out, m.Name)
+			continue
+		}
+		if quorate == nil {
+			q := !c.q.fenced.Load() && c.quorate(now)
+			quorate = &q
+		}
+		if !*quorate {
+			out = append(out, m.Name)
+			continue
+		}
+		dropped = true
+	}
+	slices.Sort(out)
+	return out, dropped
+}
+
+// exclusionDue reports whether a member declared dead is still in the latest
+// list past excludeAfter (update then drops it, if this node is quorate).
+func (c *Cluster) exclusionDue(now time.Time) bool {
+	latest := c.sched.Latest()
+	for _, m := range c.members.All() {
+		if m.State == StateDead && slices.Contains(latest, m.Name) && !now.Before(m.Seen.Add(c.excludeAfter())) {
+			return true
+		}
+	}
+	return false
+}
+
+// viewsAgree reports whether every member of the latest list that this node
+// sees alive has the same list scheduled (NodeMeta.View) and in effect
+// (NodeMeta.ViewFrom at or before the current epoch), and the latest list
+// is in effect here too: the members' phases do not overlap again.
+func (c *Cluster) viewsAgree(now time.Time) (bool, []string) {
+	latest := c.sched.Latest()
+	st := c.sched.At(now)
+	if !equalStrings(st.Members, latest) {
+		return false, []string{c.cfg.Name}
+	}
+	h := RingHash(latest)
+	var waiting []string
+	for _, m := range c.members.Alive() {
+		if m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) {
+			continue
+		}
+		if m.View != h || m.ViewFrom > st.Epoch {
+			waiting = append(waiting, m.Name)
+		}
+	}
+	return len(waiting) == 0, waiting
+}
+
+// sendHeartbeats sends this node's heartbeat to every other member it sees
+// alive (not to those it declared dead: they fence themselves).
+func (c *Cluster) sendHeartbeats(msg []byte) {
+	for _, m := range c.members.Alive() {
+		if m.Name == c.cfg.Name || m.Gossip == "" {
+			continue
+		}
+		if err := c.members.send(m.Name, m.Gossip, msg); err != nil {
+			c.log.Debug("heartbeat not sent", "member", m.Name, "error", err)
+		}
+	}
+}
+
+// send sends msg to the member name at its gossip address (best effort,
+// one datagram, encrypted with the cluster key).
+func (m *Members) send(name, addr string, msg []byte) error {
+	m.mu.Lock()
+	stopped := m.stopped
+	m.mu.Unlock()
+	if stopped {
+		return nil
+	}
+	return m.ml.SendToAddress(memberlist.Address{Addr: addr, Name: name}, msg)
+}
+
+// watchQuorum sends the heartbeats and fences this node while it does not
+// see a majority of its agreed view, until ctx is done. When it sees a
+// majority again after a fence, it stays fenced until the members agree on
+// the view and, as after a freeze, for two epochs and until every member is
+// settled again (gate): meanwhile the others may have worked on its hosts
+// and fetched URLs of its share.
+func (c *Cluster) watchQuorum(ctx context.Context) {
+	tick := heartbeatInterval(c.cfg.FenceAfter)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	msg := heartbeat(c.cfg.Name)
+	for {
+		now := time.Now()
+		// Also while handing off before a leave: until it is gone, this
+		// node is in the others' views.
+		c.sendHeartbeats(msg)
+		view := c.sched.Latest()
+		seen, need := c.seen(view, now)
+		quorate := len(seen) >= need
+		was := c.q.fenced.Load()
+		switch {
+		case !quorate:
+			c.q.rejoining.Store(false) // lost again while rejoining: start over
+			why := fenceReason(len(seen), len(view), need)
+			if !was || *c.q.why.Load() != why {
+				c.q.why.Store(&why)
+			}
+			if !was {
+				c.q.fenced.Store(true)
+				c.sched.SetQuorumLost(true)
+				c.log.Warn("fenced: no request until a majority of the agreed view is seen", "reason", why,
+					"view", view, "seen", seen, "fence_after", c.cfg.FenceAfter)
+				c.kickUpdate()
+			}
+		case was && !c.q.rejoining.Load():
+			// A majority again: the members may have worked on this node's
+			// hosts and crawled its share meanwhile. Wait, as after a freeze,
+			// for two epochs and for every member to be settled again.
+			c.q.rejoining.Store(true)
+			why := "sees a majority of the agreed view again; waiting for the members to agree on it"
+			c.q.why.Store(&why)
+			c.log.Info("quorum: a majority of the agreed view is seen again", "view", view, "seen", seen)
+			c.kickUpdate()
+			until := c.sched.Fence(now, 2)
+			if !c.leaving.Load() && c.joining.CompareAndSwap(false, true) {
+				c.gateSince.Store(now.UnixNano())
+				c.sched.SetHold(true)
+				c.log.Info("rejoining: no request until the members are settled again", "until_epoch", until)
+				c.wg.Go(func() { c.gate(ctx) })
+			}
+		case was:
+			if ok, waiting := c.viewsAgree(now); ok {
+				c.q.rejoining.Store(false)
+				c.q.fenced.Store(false)
+				c.q.why.Store(new(string))
+				c.sched.SetQuorumLost(false)
+				c.log.Info("unfenced: the members agree on the view", "view", view)
+			} else {
+				why := fmt.Sprintf("sees a majority of the agreed view again; waiting for %v to agree on it", waiting)
+				if *c.q.why.Load() != why {
+					c.q.why.Store(&why)
+				}
+			}
+		default:
+			if !c.leaving.Load() && c.exclusionDue(now) {
+				c.kickUpdate()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// kickUpdate makes follow apply the membership again (a member's exclusion
+// may have become due, or been refused for want of a majority).
+func (c *Cluster) kickUpdate() { signal(c.updKick) }
+
+// Fenced returns why this node is fenced; "" when it is not.
+func (c *Cluster) Fenced() string { return *c.q.why.Load() }

@@ -1,0 +1,71 @@
+package cluster_test
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// TestProcTwoNodesFenced: in a cluster of two, the member left alone when
+// the other is killed sees 1 of 2 members of its agreed view, not a
+// majority, and fetches nothing (quorum fencing: it cannot tell a crash
+// from a network cut); when the other restarts both crawl again and the
+// crawl finishes with every page fetched. The only pages fetched twice are
+// requests the killed node had in flight, at most its workers.
+func TestProcTwoNodesFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	web, webAddr, exp := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
+	c.env = append(c.env, "PHASECRAWL_CLUSTER_FENCE_AFTER=1s")
+	ps := startCluster(t, c, 2)
+	if err := ps[0].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	var pr progress
+	waitUntil(t, 3*time.Minute, "20% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)/5 })
+	if err := ps[1].stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("kill -9 of node1: %v", err)
+	}
+	want := "sees 1 of 2 members of the agreed view; a majority is 2"
+	waitUntil(t, 30*time.Second, "node0 fenced", func() bool {
+		st, err := ps[0].status()
+		return err == nil && st.Phase.Fenced == want && st.Phase.Current == -1
+	})
+	m, err := ps[0].metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := metricSum(m, node.MetricClusterFenced); v != 1 {
+		t.Errorf("%s = %v while fenced, want 1", node.MetricClusterFenced, v)
+	}
+	// Requests started before the fence end by their phase's deadline.
+	time.Sleep(c.phase + time.Second)
+	st0, err := ps[0].status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * c.phase)
+	st1, err := ps[0].status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st1.PagesFetched != st0.PagesFetched || st1.Phase.Fenced == "" {
+		t.Errorf("node0 alone fetched %d pages over %s (fenced: %q)", st1.PagesFetched-st0.PagesFetched, 3*c.phase, st1.Phase.Fenced)
+	}
+	ps[1].start(ps[0].gossip)
+	ps[1].waitUp()
+	waitUntil(t, time.Minute, "both unfenced and on a phase", func() bool {
+		if !c.formed(ps) {
+			return false
+		}
+		st, err := ps[0].status()
+		return err == nil && st.Phase.Fenced == ""
+	})
+	waitDone(t, ps, 4*time.Minute)
+	checkCrawl(t, webAddr, exp, c.delay, 4, c.workers, ps)
+}

@@ -1,0 +1,515 @@
+// Package partition_test cuts the network between phasecrawl nodes and
+// checks that the crawl stays polite and complete: every node runs as a
+// real process in a network namespace of its own, on a bridge, with the
+// synthetic web (a `phasecrawl synthweb` process) reachable from all of
+// them, and links are cut with iptables inside the namespaces. A cut on
+// loopback is not possible (memberlist's TCP fallback dials from
+// 127.0.0.1), hence the namespaces. The tests need root; they skip
+// otherwise (and fail when CI=true).
+package partition_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/test/testbin"
+	"github.com/phasecrawl/phasecrawl/test/webnode"
+)
+
+// TestMain removes the binary built for the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+const (
+	webPort  = 8080
+	apiPort  = 8081
+	gossPort = 7946
+	xchgPort = 7947
+)
+
+// settings are the timings of a partition test: short phases and fences,
+// so that a cut, its detection, the takeover and the heal fit in a minute.
+type settings struct {
+	delay, phase, guard time.Duration
+	fenceAfter          time.Duration
+	takeoverAfter       time.Duration
+	reconnect           time.Duration
+	workers             int
+	hosts, pages        int
+}
+
+func defaultSettings() settings {
+	return settings{delay: 150 * time.Millisecond, phase: 2 * time.Second, guard: 400 * time.Millisecond,
+		fenceAfter: time.Second, takeoverAfter: 10 * time.Second, reconnect: time.Second, workers: 16,
+		hosts: 300, pages: 1500}
+}
+
+// pcluster is a web and n node processes, one per namespace.
+type pcluster struct {
+	t         *testing.T
+	net       *testNet
+	s         settings
+	bin, dir  string
+	keyFile   string
+	tokenFile string
+	web       *synthweb.Web
+	webAddr   string
+	exp       synthweb.Expectation
+	procs     []*proc
+}
+
+// proc is one node process.
+type proc struct {
+	c             *pcluster
+	i             int
+	name, ip      string
+	api, gossip   string
+	data, logPath string
+	cmd           *exec.Cmd
+	done          chan struct{}
+	exitErr       error
+}
+
+// newPCluster creates the namespaces, starts the web in the hub and n
+// nodes, each joining the first, and waits until they all work on a phase.
+func newPCluster(t *testing.T, n int, s settings) *pcluster {
+	t.Helper()
+	nt := newTestNet(t, n)
+	c := &pcluster{t: t, net: nt, s: s, bin: testbin.Path(t), dir: t.TempDir()}
+	c.keyFile = filepath.Join(c.dir, "cluster.key")
+	c.tokenFile = filepath.Join(c.dir, "api.token")
+	if err := os.WriteFile(c.keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.tokenFile, []byte("partition-test-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.killAll)
+	c.startWeb()
+	for i := 0; i < n; i++ {
+		p := &proc{c: c, i: i, name: fmt.Sprintf("node%d", i), ip: nt.nodeIP(i)}
+		p.api = net.JoinHostPort(p.ip, strconv.Itoa(apiPort))
+		p.gossip = net.JoinHostPort(p.ip, strconv.Itoa(gossPort))
+		p.data = filepath.Join(c.dir, p.name)
+		p.logPath = filepath.Join(c.dir, p.name+".log")
+		c.procs = append(c.procs, p)
+		if i == 0 {
+			p.start()
+		} else {
+			p.start(c.procs[0].gossip)
+		}
+		p.waitUp()
+	}
+	waitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(c.procs) })
+	return c
+}
+
+// startWeb runs the synthetic web in the hub namespace.
+func (c *pcluster) startWeb() {
+	t := c.t
+	wc := synthweb.DefaultConfig()
+	wc.TrapHosts, wc.Hosts, wc.Pages = 0, c.s.hosts, c.s.pages
+	web, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.web = web
+	c.webAddr = net.JoinHostPort(c.net.webIP(), strconv.Itoa(webPort))
+	cmd := c.net.cmd(c.net.hub, c.bin, "synthweb", "--listen", c.webAddr, "--trap-hosts", "0",
+		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, 30*time.Second, "synthweb answers", func() bool {
+		var rep synthweb.Report
+		return c.webJSON(synthweb.ReportPath, &rep) == nil
+	})
+	c.exp = web.Expected(synthweb.Scope{Domains: []string{wc.Domain}, MaxPagesPerHost: webnode.MaxPagesPerHost,
+		UserAgent: config.Default().UserAgent})
+}
+
+func (c *pcluster) args(p *proc, join []string) []string {
+	args := []string{"run", "--name", p.name, "--data", p.data, "--http", p.api, "--api-token-file", c.tokenFile,
+		"--gossip", p.gossip, "--exchange", net.JoinHostPort(p.ip, strconv.Itoa(xchgPort)), "--cluster-key-file", c.keyFile,
+		"--allow-private", "--allow-domain", c.web.Config().Domain,
+		"--resolve", c.web.ResolvePattern() + "=" + c.webAddr,
+		"--delay", c.s.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
+		"--phase-duration", c.s.phase.String(), "--log-format", "json", "--workers", strconv.Itoa(c.s.workers)}
+	if len(join) > 0 {
+		args = append(args, "--join", strings.Join(join, ","))
+	}
+	return args
+}
+
+// start starts p in its namespace, joining the gossip addresses join.
+func (p *proc) start(join ...string) {
+	c := p.c
+	c.t.Helper()
+	cmd := c.net.cmd(c.net.nodeNS[p.i], c.bin, c.args(p, join)...)
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PHASECRAWL_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env,
+		"PHASECRAWL_CLUSTER_GUARD="+c.s.guard.String(),
+		"PHASECRAWL_CLUSTER_FAST_GOSSIP=true",
+		"PHASECRAWL_CLUSTER_FENCE_AFTER="+c.s.fenceAfter.String(),
+		"PHASECRAWL_CLUSTER_TAKEOVER_AFTER="+c.s.takeoverAfter.String(),
+		"PHASECRAWL_CLUSTER_RECONNECT_INTERVAL="+c.s.reconnect.String(),
+		"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms",
+		"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
+		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
+	)
+	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		c.t.Fatalf("start %s: %v", p.name, err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		err := cmd.Wait()
+		lf.Close()
+		p.exitErr = err
+		close(done)
+	}(cmd, p.done)
+}
+
+func (p *proc) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// waitUp waits until the node's API answers.
+func (p *proc) waitUp() {
+	p.c.t.Helper()
+	waitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+		if !p.running() {
+			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
+		}
+		_, err := p.status()
+		return err == nil
+	})
+}
+
+// killAll kills every node (ip netns exec execs the binary: the signal
+// reaches phasecrawl) and, when the test failed, logs what they said.
+func (c *pcluster) killAll() {
+	for _, p := range c.procs {
+		if p.running() {
+			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+	if dir := os.Getenv("PHASECRAWL_TEST_LOGS"); dir != "" {
+		// Keep the nodes' logs (a directory per test).
+		keep := filepath.Join(dir, c.t.Name())
+		if err := os.MkdirAll(keep, 0o755); err == nil {
+			for _, p := range c.procs {
+				if b, err := os.ReadFile(p.logPath); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, p.name+".log"), b, 0o644)
+				}
+			}
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range c.procs {
+			c.t.Logf("---- log of %s: membership, fencing, last lines ----\n%s\n%s", p.name, p.grep(
+				"member joined", "member left", "membership changed", "fenced", "unfenced", "quorum", "rejoin", "reconnect: contacted",
+				"joined: ", "join timeout", "members away"), p.tail(8))
+		}
+	}
+}
+
+// grep returns the lines of the node's log whose msg starts with one of msgs.
+func (p *proc) grep(msgs ...string) string {
+	b, _ := os.ReadFile(p.logPath)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, m := range msgs {
+			if strings.Contains(l, `"msg":"`+m) {
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// tail returns the last n lines of the node's log.
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// timeline returns the node's log records about membership, fencing and
+// reconnection, each as seconds after t0 and its message and members.
+func (p *proc) timeline(t0 time.Time) []string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Time    time.Time `json:"time"`
+			Msg     string    `json:"msg"`
+			Members []string  `json:"members"`
+			View    []string  `json:"view"`
+			Reason  string    `json:"reason"`
+			Moved   *int      `json:"urls_moved"`
+			FPs     *int      `json:"fingerprints_moved"`
+			Dur     any       `json:"duration"`
+			Sched   []string  `json:"schedule"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) != nil || r.Time.Before(t0) {
+			continue
+		}
+		for _, m := range []string{"fenced", "unfenced", "quorum", "rejoining", "joined: ", "membership changed", "members away", "reconnect: contacted", "member joined", "member left", "rebalance", "phase schedule"} {
+			if strings.HasPrefix(r.Msg, m) {
+				l := fmt.Sprintf("%+7.2fs %s %s %v%v%v %s", r.Time.Sub(t0).Seconds(), p.name, r.Msg, r.Members, r.View, r.Sched, r.Reason)
+				if r.Moved != nil {
+					l += fmt.Sprintf(" moved %d urls %d fingerprints in %v", *r.Moved, *r.FPs, r.Dur)
+				}
+				out = append(out, l)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// logTimes returns the times of the node's JSON log records whose msg is msg.
+func (p *proc) logTimes(msg string) []time.Time {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []time.Time
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if !bytes.Contains(sc.Bytes(), []byte(`"msg":"`+msg)) {
+			continue
+		}
+		var r struct {
+			Time time.Time `json:"time"`
+		}
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			out = append(out, r.Time)
+		}
+	}
+	return out
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func (p *proc) status() (node.Status, error) {
+	var st node.Status
+	resp, err := httpClient.Get("http://" + p.api + "/v1/status")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+func (p *proc) metrics() (string, error) {
+	resp, err := httpClient.Get("http://" + p.api + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// metric returns the value of an unlabelled series in the node's /metrics.
+func (p *proc) metric(name string) (float64, error) {
+	text, err := p.metrics()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no series %s", p.name, name)
+}
+
+// postSeeds posts the web's seeds to p (with the API token).
+func (p *proc) postSeeds(seeds []string) error {
+	b, _ := json.Marshal(seeds)
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.api+"/v1/seeds", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer partition-test-token-0123456789")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /v1/seeds: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// waitUntil polls cond every 200ms until it holds or timeout passes.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timeout (%s): %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// formed reports whether every node in ps sees exactly len(ps) members
+// alive and works on a phase of a schedule counting them all.
+func (c *pcluster) formed(ps []*proc) bool {
+	for _, p := range ps {
+		st, err := p.status()
+		if err != nil || st.Phase.Current < 0 || st.Phase.NPhase < len(ps) {
+			return false
+		}
+		alive := 0
+		for _, m := range st.Members {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		if alive != len(ps) {
+			return false
+		}
+	}
+	return true
+}
+
+// crawlDone reports whether every node is done with an empty outbox.
+func crawlDone(ps []*proc) bool {
+	for _, p := range ps {
+		st, err := p.status()
+		if err != nil || !st.Done {
+			return false
+		}
+		for _, n := range st.Outbox {
+			if n > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pagesFetched sums pages_fetched over ps.
+func pagesFetched(ps []*proc) int64 {
+	var total int64
+	for _, p := range ps {
+		if st, err := p.status(); err == nil {
+			total += st.PagesFetched
+		}
+	}
+	return total
+}
+
+// webJSON decodes what the web serves at path into v.
+func (c *pcluster) webJSON(path string, v any) error {
+	resp, err := httpClient.Get("http://" + c.webAddr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("synthweb %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// fetchEvent is one fetch of a URL as a node's crawl log has it.
+type fetchEvent struct {
+	node string
+	at   time.Time
+}
+
+// fetches returns every fetch (a response received) in the nodes' crawl
+// logs of the URLs in want, by URL.
+func (c *pcluster) fetches(want map[string]bool) map[string][]fetchEvent {
+	out := map[string][]fetchEvent{}
+	for _, p := range c.procs {
+		f, err := os.Open(filepath.Join(p.data, "crawl.log"))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e struct {
+				Time   time.Time `json:"time"`
+				URL    string    `json:"url"`
+				Status int       `json:"status"`
+			}
+			if json.Unmarshal(sc.Bytes(), &e) == nil && want[e.URL] && e.Status > 0 {
+				out[e.URL] = append(out[e.URL], fetchEvent{p.name, e.Time})
+			}
+		}
+		f.Close()
+	}
+	return out
+}
