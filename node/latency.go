@@ -17,6 +17,11 @@ const maxLatencyHosts = 1 << 16
 type latencies struct {
 	mu sync.Mutex
 	m  map[string]time.Duration
+	// recent is the same decaying maximum over every host's answers: what
+	// a host this node has not fetched yet (a URL lent to it by the
+	// member that owns it, a host whose phase it has not worked on) is
+	// expected to take.
+	recent time.Duration
 }
 
 func newLatencies() *latencies { return &latencies{m: make(map[string]time.Duration)} }
@@ -26,6 +31,17 @@ func (l *latencies) get(host string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m[host]
+}
+
+// expect returns the remembered response time of host or, when the host
+// is unknown, the recent one of all hosts.
+func (l *latencies) expect(host string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d, ok := l.m[host]; ok {
+		return d
+	}
+	return l.recent
 }
 
 // observe records one response time d of host: the remembered value is
@@ -39,4 +55,5 @@ func (l *latencies) observe(host string, d time.Duration) {
 		clear(l.m)
 	}
 	l.m[host] = max(d, old*3/4)
+	l.recent = max(d, l.recent*3/4)
 }

@@ -32,6 +32,31 @@ func TestLatencies(t *testing.T) {
 	}
 }
 
+// TestLatenciesExpectUnknownHost: a host never fetched is expected to take
+// what the recent answers of all hosts took (a decaying maximum); a known
+// host its own time.
+func TestLatenciesExpectUnknownHost(t *testing.T) {
+	ms := time.Millisecond
+	l := newLatencies()
+	if got := l.expect("new.test"); got != 0 {
+		t.Fatalf("nothing observed: expect = %v, want 0", got)
+	}
+	l.observe("slow.test", 80*ms)
+	l.observe("fast.test", 2*ms)
+	for _, tt := range []struct {
+		host string
+		want time.Duration
+	}{
+		{"slow.test", 80 * ms},
+		{"fast.test", 2 * ms},
+		{"new.test", 60 * ms}, // 80ms, then 3/4 of it at the fast answer
+	} {
+		if got := l.expect(tt.host); got != tt.want {
+			t.Errorf("expect(%s) = %v, want %v", tt.host, got, tt.want)
+		}
+	}
+}
+
 func TestLatenciesBounded(t *testing.T) {
 	l := newLatencies()
 	for i := 0; i < maxLatencyHosts+10; i++ {

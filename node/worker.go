@@ -70,7 +70,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		items: b.Items, listCap: n.cfg.Bucket.ListCap}
 	pd, _ := n.phases.(PhaseDeadline)
 	if pd != nil {
-		t.pd, t.expect = pd, n.lat.get(b.Host)
+		t.pd, t.expect = pd, n.lat.expect(b.Host)
 		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last
 	}
 	t.afterRestart()
