@@ -59,7 +59,7 @@ type Config struct {
 	Cluster  Cluster  `yaml:"cluster"`
 }
 
-// Cluster configures the cluster layer (issue 3). With Gossip empty the node
+// Cluster configures the cluster layer. With Gossip empty the node
 // runs alone.
 type Cluster struct {
 	// Gossip is the gossip (memberlist) address HOST:PORT; a missing port means 7946.
@@ -234,8 +234,7 @@ type Frontier struct {
 	// under load each commit (and its fsync) then carries about 20ms of
 	// writes; 10ms measured 20-27% more pages/s than 0 on 2 cores, and 20ms
 	// another ~10% fewer CPU-s per page and ~9% more pages/s than 10ms (40ms:
-	// fewer pages/s, host trips wait longer for their last write) (README,
-	// "Performance"); a batch is committed sooner when no write comes for a
+	// fewer pages/s, host trips wait longer for their last write) (docs/design/performance.md); a batch is committed sooner when no write comes for a
 	// quarter of the delay (light load, e.g. the last hosts of a crawl:
 	// ~4% more pages/s); 0 commits what is queued at once, and writes
 	// arriving during a commit form the next batch. Valid 0..1s.

@@ -4,6 +4,6 @@
 // manifest into the types its tool uses, check that ports, paths, names and
 // timeouts agree with the flags and endpoints of the real binary, run the
 // real tools where they exist (promtool, prometheus, systemd-analyze,
-// docker-compose) and run the binary under them. See README.md, sections
-// "Run on bare machines" through "Alerts: what each means and what to do".
+// docker-compose) and run the binary under them. See docs/operations/deploy.md
+// and docs/alerts.md.
 package deploy

@@ -322,14 +322,11 @@ func TestRulesAndDashboardReferences(t *testing.T) {
 	if err := yaml.Unmarshal(data, &tf); err != nil {
 		t.Fatalf("rules_test.yml: %v", err)
 	}
-	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "alerts.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, alertsDoc, ok := strings.Cut(string(readme), "## Alerts: what each means and what to do")
-	if !ok {
-		t.Errorf("README.md has no section \"Alerts: what each means and what to do\"")
-	}
+	alertsDoc := string(doc)
 	defined := definedMetrics(t)
 	recorded := map[string]bool{}
 	for _, g := range rf.Groups {
@@ -383,8 +380,11 @@ func TestRulesAndDashboardReferences(t *testing.T) {
 			if _, err := time.ParseDuration(r.For); err != nil {
 				t.Errorf("alert %s: for %q: %v (every alert waits before firing)", r.Alert, r.For, err)
 			}
-			if !strings.Contains(alertsDoc, "### "+r.Alert) {
-				t.Errorf("alert %s has no \"### %s\" entry in README.md's alerts section", r.Alert, r.Alert)
+			if !strings.Contains(alertsDoc, "\n## "+r.Alert+"\n") {
+				t.Errorf("alert %s has no \"## %s\" entry in docs/alerts.md", r.Alert, r.Alert)
+			}
+			if want := "docs/alerts.md"; !strings.Contains(r.Annotations["runbook_url"], want) {
+				t.Errorf("alert %s: runbook_url %q does not point at %s", r.Alert, r.Annotations["runbook_url"], want)
 			}
 		}
 	}

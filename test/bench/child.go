@@ -31,7 +31,7 @@ import (
 const ChildEnv = "PHASECRAWL_BENCH_CHILD"
 
 // InProcessEnv, when set to 1, runs the crawlers in the benchmark's own
-// process instead (how the figures before session 12 were measured).
+// process instead.
 const InProcessEnv = "PHASECRAWL_BENCH_INPROCESS"
 
 // crawlSpec is what a child needs to crawl the parent's web.

@@ -1,7 +1,7 @@
 // Package bench compares phasecrawl with github.com/gocolly/colly/v2 on the
 // synthetic web (test/synthweb). It is a nested Go module so that colly never
 // becomes a dependency of phasecrawl; `go test ./...` at the repository root
-// does not enter it. See README.md here for the command and the figures.
+// does not enter it. See docs/design/performance.md for the command and the figures.
 package bench
 
 import (

@@ -32,7 +32,7 @@ func (f fault) String() string {
 		f.to.Sub(f.from).Round(time.Millisecond))
 }
 
-// TestProcChurn (issue 5 item 4): during one crawl, on a seeded schedule
+// TestProcChurn: during one crawl, on a seeded schedule
 // (PHASECRAWL_CHURN_SEED, logged), a node joins, a node leaves gracefully
 // (SIGTERM) and later a new one joins, a node is killed with SIGKILL and
 // restarted with the same --name and --data, and a node is paused (SIGSTOP)

@@ -1,5 +1,5 @@
 // Package cluster_test runs phasecrawl clusters as separate processes and
-// checks the cooperative crawl (issue 3) against the synthetic web's
+// checks the cooperative crawl against the synthetic web's
 // oracle: every reachable page fetched exactly once across the cluster,
 // never two requests at once to a host, shares near the mean; with a
 // member joining, one leaving gracefully, one killed and restarted, and
