@@ -316,7 +316,7 @@ func (r *Robots) load(ctx context.Context, key string, get RobotsGetFunc, stale 
 		switch {
 		case status >= 200 && status < 300:
 			rec.Body = canonicalRobots(r.truncate(body), r.token)
-			return r.parse(body), rec, nil
+			return r.parseCanonical(rec.Body, r.cfg.Now()), rec, nil
 		case status >= 300 && status < 400:
 			loc := header.Get("Location")
 			if hops >= maxRobotsRedirects || loc == "" {
@@ -362,14 +362,16 @@ func (r *Robots) unavailable(stale *robotsEntry, err error) *robotsEntry {
 	return &robotsEntry{err: err, expires: exp}
 }
 
-// parse builds the entry of a 2xx robots.txt body fetched now.
-func (r *Robots) parse(body []byte) *robotsEntry { return r.parseAt(body, r.cfg.Now()) }
-
 // parseAt builds the entry of a 2xx robots.txt body fetched at fetched.
 func (r *Robots) parseAt(body []byte, fetched time.Time) *robotsEntry {
+	return r.parseCanonical(canonicalRobots(r.truncate(body), r.token), fetched)
+}
+
+// parseCanonical builds the entry of a robots.txt in canonical form
+// (canonicalRobots) fetched at fetched.
+func (r *Robots) parseCanonical(canon []byte, fetched time.Time) *robotsEntry {
 	e := &robotsEntry{expires: fetched.Add(r.cfg.TTL)}
-	body = r.truncate(body)
-	data, err := robotstxt.FromBytes(canonicalRobots(body, r.token))
+	data, err := robotstxt.FromBytes(canon)
 	if err != nil { // cannot happen for canonical input; parse nothing, allow all
 		return e
 	}
