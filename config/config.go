@@ -57,6 +57,10 @@ type Config struct {
 	WARC     WARC     `yaml:"warc"`
 	Log      Log      `yaml:"log"`
 	Cluster  Cluster  `yaml:"cluster"`
+
+	// Sites holds per-site settings (priority, revisit, deadline,
+	// bandwidth) for the hosts each entry matches; file only. Default none.
+	Sites []Site `yaml:"sites"`
 }
 
 // Cluster configures the cluster layer. With Gossip empty the node
@@ -423,6 +427,7 @@ func (c Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Cluster.validate()...)
+	errs = append(errs, c.validateSites()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}

@@ -316,6 +316,9 @@ func walk(v reflect.Value, prefix string, fn func(key string, v reflect.Value) e
 			key = prefix + "." + tag
 		}
 		fv := v.Field(i)
+		if fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct {
+			continue // lists of entries (sites) are set in the file only
+		}
 		if fv.Kind() == reflect.Struct {
 			if err := walk(fv, key, fn); err != nil {
 				return err
