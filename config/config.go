@@ -48,6 +48,15 @@ type Config struct {
 	// characters). When set, every write to the API (POST /v1/seeds, ...) needs
 	// "Authorization: Bearer TOKEN". Required when http is not a loopback address.
 	APITokenFile string `yaml:"api_token_file"`
+	// MaxPages is this node's crawl budget in pages: once it has fetched
+	// this many pages (responses received) since it started, it starts no
+	// new request; requests in flight finish. Per node: each member of a
+	// cluster counts its own. Default 0 = unlimited, valid 0..1e12.
+	MaxPages int64 `yaml:"max_pages"`
+	// MaxDuration is this node's crawl budget in time, counted from its
+	// start: once it has passed the node starts no new request. Per node.
+	// Default 0 = unlimited, valid 0..8760h.
+	MaxDuration time.Duration `yaml:"max_duration"`
 
 	Scope    Scope    `yaml:"scope"`
 	Fetch    Fetch    `yaml:"fetch"`
@@ -56,6 +65,7 @@ type Config struct {
 	Bucket   Bucket   `yaml:"bucket"`
 	WARC     WARC     `yaml:"warc"`
 	Log      Log      `yaml:"log"`
+	DNS      DNS      `yaml:"dns"`
 	Cluster  Cluster  `yaml:"cluster"`
 
 	// Sites holds per-site settings (priority, revisit, deadline,
@@ -216,6 +226,29 @@ type Fetch struct {
 	// trip need not connect again; the node keeps at most half the process's open-file
 	// limit. Default 4096, valid 1..1000000.
 	MaxIdleConns int `yaml:"max_idle_conns"`
+	// Proxy is the HTTP(S) proxy every request goes through, an http:// or
+	// https:// URL (user:password@ for Basic authentication): https
+	// targets through a CONNECT tunnel, http ones as absolute-form
+	// requests. Default "": the HTTPS_PROXY / HTTP_PROXY environment
+	// variables (and their lower-case forms), with NO_PROXY's exceptions.
+	// The private-address guard still applies to the target.
+	Proxy string `yaml:"proxy"`
+}
+
+// DNS configures the fetcher's DNS cache.
+type DNS struct {
+	// Cache resolves host names with a cache that keeps each answer for its
+	// TTL (bounded by min_ttl and max_ttl). Default true; false: the system
+	// resolver on every new connection.
+	Cache bool `yaml:"cache"`
+	// Servers are the DNS servers asked (HOST:PORT; a missing port means 53).
+	// Default: the nameservers of /etc/resolv.conf.
+	Servers []string `yaml:"servers"`
+	// MinTTL is the least time an answer is kept (a TTL of 0 is common).
+	// Default 5s, valid 0..1h.
+	MinTTL time.Duration `yaml:"min_ttl"`
+	// MaxTTL is the most time an answer is kept. Default 1h, valid min_ttl..24h.
+	MaxTTL time.Duration `yaml:"max_ttl"`
 }
 
 // Robots configures robots.txt handling.
@@ -332,6 +365,7 @@ func Default() Config {
 		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
 		Log:      Log{Level: "info", Format: "text"},
+		DNS:      DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
 			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour},
 	}
@@ -379,6 +413,8 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(c.UserAgent) == "" {
 		bad("user_agent: must not be empty")
 	}
+	intRange("max_pages", c.MaxPages, 0, 1e12)
+	durRange("max_duration", c.MaxDuration, 0, 8760*time.Hour)
 	intRange("scope.max_depth", int64(c.Scope.MaxDepth), 0, 10000)
 	intRange("scope.max_pages_per_host", int64(c.Scope.MaxPagesPerHost), 0, 1<<31-1)
 	durRange("fetch.connect_timeout", c.Fetch.ConnectTimeout, time.Millisecond, 10*time.Minute)
@@ -395,6 +431,18 @@ func (c Config) Validate() error {
 	intRange("fetch.max_redirects", int64(c.Fetch.MaxRedirects), 0, 100)
 	intRange("fetch.max_outlinks", int64(c.Fetch.MaxOutlinks), 0, 10000000)
 	intRange("fetch.max_idle_conns", int64(c.Fetch.MaxIdleConns), 1, 1000000)
+	if err := validateProxy(c.Fetch.Proxy); err != nil {
+		bad("fetch.proxy=%q: %v", redactProxy(c.Fetch.Proxy), err)
+	}
+	if c.DNS.Cache {
+		durRange("dns.min_ttl", c.DNS.MinTTL, 0, time.Hour)
+		durRange("dns.max_ttl", c.DNS.MaxTTL, c.DNS.MinTTL, 24*time.Hour)
+		for i, s := range c.DNS.Servers {
+			if _, err := DNSServerAddr(s); err != nil {
+				bad("dns.servers[%d]=%q: %v", i, s, err)
+			}
+		}
+	}
 	durRange("robots.ttl", c.Robots.TTL, time.Second, 30*24*time.Hour)
 	durRange("robots.error_ttl", c.Robots.ErrorTTL, time.Second, 24*time.Hour)
 	durRange("robots.max_crawl_delay", c.Robots.MaxCrawlDelay, 0, 10*time.Minute)

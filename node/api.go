@@ -46,6 +46,13 @@ type Status struct {
 	FetchErrors  int64          `json:"fetch_errors"`
 	UptimeS      float64        `json:"uptime_s"`
 	Done         bool           `json:"done"`
+	// ErrorsByKind counts the fetch errors by kind (phasecrawl_fetch_errors_total).
+	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
+	// Paused is true between POST /v1/pause and POST /v1/resume.
+	Paused bool `json:"paused"`
+	// Budget is the crawl budget (max_pages, max_duration) and, once
+	// spent, why and when.
+	Budget BudgetStatus `json:"budget"`
 }
 
 // FrontierStatus counts the frontier's URLs by state.
@@ -92,6 +99,9 @@ func (n *Node) Status() Status {
 		FetchErrors:  n.errs.Load(),
 		UptimeS:      time.Since(n.started).Seconds(),
 		Done:         n.Done(),
+		ErrorsByKind: n.errorsByKind(),
+		Paused:       n.ctl.paused.Load(),
+		Budget:       n.ctl.status(),
 	}
 	n.clusterStatus(&st)
 	return st
@@ -246,8 +256,9 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 	return n.scope.Allow(u, depth)
 }
 
-// Handler returns the node's HTTP API: /metrics, /healthz, /readyz,
-// /v1/status and POST /v1/seeds.
+// Handler returns the node's HTTP API: the status page (/), /metrics,
+// /healthz, /readyz, /v1/status, /v1/members, /v1/crawl-log and POST
+// /v1/seeds, /v1/pause, /v1/resume.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.m.Registry, promhttp.HandlerOpts{}))
@@ -265,6 +276,11 @@ func (n *Node) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
 	mux.HandleFunc("POST /v1/seeds", n.handleSeeds)
+	mux.HandleFunc("POST /v1/pause", n.handlePause(true))
+	mux.HandleFunc("POST /v1/resume", n.handlePause(false))
+	mux.HandleFunc("GET /v1/crawl-log", n.handleCrawlLog)
+	mux.HandleFunc("GET /v1/members", n.handleMembers)
+	mux.HandleFunc("GET /{$}", serveStatusPage)
 	return n.requireToken(mux)
 }
 

@@ -216,6 +216,7 @@ type Node struct {
 
 	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
 	hard      *hardening // API token, redirect chain lengths (hardening.go)
+	ctl       *control   // pause, resume and the crawl budget (control.go)
 
 	started time.Time
 	pages   atomic.Int64
@@ -329,6 +330,8 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			n.phases = phases
 		}
 	}
+	n.ctl = newControl(n)
+	n.phases = n.ctl.gate(n.phases)
 	if n.bkt, err = bucket.New(cfg.BucketConfig(nphase)); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -408,6 +411,11 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
+	}
+	for _, c := range n.ctl.collectors() {
+		if err := n.m.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("node: control metrics: %w", err)
+		}
 	}
 	if opts.Listener != nil {
 		n.ln = opts.Listener

@@ -1,0 +1,173 @@
+package node
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Budget reasons: why a node whose crawl budget is spent starts no new
+// request (Status.Budget.Reached, the log).
+const (
+	BudgetMaxPages    = "max_pages"
+	BudgetMaxDuration = "max_duration"
+)
+
+// control holds what the operator decides about fetching: pause and resume
+// (POST /v1/pause, /v1/resume) and the crawl budget (max_pages,
+// max_duration). Both act through the node's phase clock (gatedClock): a
+// closed gate is like the guard before a phase swap, so the scheduler
+// dispatches nothing and each worker starts no new request, finishing the
+// one in flight and handing the rest of its host's list back to the queue.
+type control struct {
+	n        *Node
+	paused   atomic.Bool
+	maxPages int64
+	maxDur   time.Duration
+
+	mu        sync.Mutex
+	reached   string    // BudgetMaxPages or BudgetMaxDuration once spent; never cleared
+	reachedAt time.Time // when
+	spent     atomic.Bool
+}
+
+func newControl(n *Node) *control {
+	return &control{n: n, maxPages: n.cfg.MaxPages, maxDur: n.cfg.MaxDuration}
+}
+
+// open reports whether a new request may start at now: not paused, budget
+// not spent. The first call that finds the budget spent records why.
+func (c *control) open(now time.Time) bool {
+	if c.paused.Load() {
+		return false
+	}
+	if c.spent.Load() {
+		return false
+	}
+	reason := ""
+	switch {
+	case c.maxPages > 0 && c.n.pages.Load() >= c.maxPages:
+		reason = BudgetMaxPages
+	case c.maxDur > 0 && now.Sub(c.n.started) >= c.maxDur:
+		reason = BudgetMaxDuration
+	default:
+		return true
+	}
+	c.spend(reason, now)
+	return false
+}
+
+// spend records, once, that the budget is spent and why.
+func (c *control) spend(reason string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reached != "" {
+		return
+	}
+	c.reached, c.reachedAt = reason, now
+	c.spent.Store(true)
+	c.n.log.Info("crawl budget spent: no new request starts (requests in flight finish)", "reason", reason,
+		"pages", c.n.pages.Load(), "max_pages", c.maxPages, "elapsed", now.Sub(c.n.started).Round(time.Millisecond), "max_duration", c.maxDur)
+}
+
+// status is the budget part of GET /v1/status.
+func (c *control) status() BudgetStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := BudgetStatus{MaxPages: c.maxPages, MaxDurationS: c.maxDur.Seconds(), Reached: c.reached}
+	if !c.reachedAt.IsZero() {
+		at := c.reachedAt.UTC()
+		b.ReachedAt = &at
+	}
+	return b
+}
+
+// setPaused pauses or resumes; it reports whether the state changed.
+func (c *control) setPaused(p bool, by string) bool {
+	if c.paused.Swap(p) == p {
+		return false
+	}
+	if p {
+		c.n.log.Info("paused: no new request starts until POST /v1/resume", "by", by)
+	} else {
+		c.n.log.Info("resumed", "by", by)
+		c.n.notify()
+	}
+	return true
+}
+
+// collectors are the control's series.
+func (c *control) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "phasecrawl_paused", Help: "1 while the node is paused (POST /v1/pause): it starts no new request.",
+		}, func() float64 { return b2f(c.paused.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "phasecrawl_budget_spent", Help: "1 once the node's crawl budget (max_pages or max_duration) is spent: it starts no new request.",
+		}, func() float64 { return b2f(c.spent.Load()) }),
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// BudgetStatus is the crawl budget in GET /v1/status.
+type BudgetStatus struct {
+	MaxPages     int64      `json:"max_pages"`      // 0: unlimited
+	MaxDurationS float64    `json:"max_duration_s"` // 0: unlimited
+	Reached      string     `json:"reached,omitempty"`
+	ReachedAt    *time.Time `json:"reached_at,omitempty"`
+}
+
+// Pause makes the node start no new request until Resume (requests in
+// flight finish). It reports whether the node was running before.
+func (n *Node) Pause() bool { return n.ctl.setPaused(true, "api") }
+
+// Resume undoes Pause. It reports whether the node was paused.
+func (n *Node) Resume() bool { return n.ctl.setPaused(false, "api") }
+
+// Paused reports whether the node is paused.
+func (n *Node) Paused() bool { return n.ctl.paused.Load() }
+
+// handlePause serves POST /v1/pause and /v1/resume.
+func (n *Node) handlePause(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		changed := n.ctl.setPaused(pause, r.RemoteAddr)
+		writeJSON(w, http.StatusOK, map[string]bool{"paused": pause, "changed": changed})
+	}
+}
+
+// gatedClock is the node's PhaseClock with the operator's gate: no phase
+// is open while the node is paused or its budget is spent.
+type gatedClock struct {
+	PhaseClock
+	c *control
+}
+
+// Active implements PhaseClock.
+func (g gatedClock) Active(now time.Time) (int, int, bool) {
+	phase, nphase, open := g.PhaseClock.Active(now)
+	return phase, nphase, open && g.c.open(now)
+}
+
+// gatedDeadlineClock is a gatedClock whose inner clock's phases end.
+type gatedDeadlineClock struct {
+	gatedClock
+	PhaseDeadline
+}
+
+// gate wraps p with the control's gate, keeping its PhaseDeadline.
+func (c *control) gate(p PhaseClock) PhaseClock {
+	g := gatedClock{PhaseClock: p, c: c}
+	if pd, ok := p.(PhaseDeadline); ok {
+		return gatedDeadlineClock{gatedClock: g, PhaseDeadline: pd}
+	}
+	return g
+}
