@@ -9,6 +9,7 @@
 //	phasecrawl demo [--json]      crawl a synthetic web on loopback
 //	phasecrawl synthweb --listen ADDR
 //	phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
+//	phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
 package main
 
 import (
@@ -39,6 +40,8 @@ Usage:
   phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
   phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
                                          send the URLs of a member gone for good (its data directory) to a live member's exchange
+  phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
+                                         write the URLs of a stopped node's frontier in those states
 `
 
 func main() {
@@ -66,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSynthweb(args[1:], stdout, stderr)
 	case "salvage":
 		err = cmdSalvage(args[1:], stdout, stderr)
+	case "export":
+		err = cmdExport(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
