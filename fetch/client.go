@@ -42,6 +42,17 @@ type ClientConfig struct {
 	MinRate int64
 	// RateWindow is the period over which MinRate is measured. Default 5s, valid 10ms..10m.
 	RateWindow time.Duration
+	// Proxy picks the proxy of each request (NewProxyFunc); nil: none. A
+	// host matched by a Resolve rule is dialed directly.
+	Proxy ProxyFunc
+	// Resolver, if set, resolves host names (a DNS cache) instead of the
+	// system resolver, also with AllowPrivate.
+	Resolver Resolver
+}
+
+// Resolver resolves a host name to its addresses (net.Resolver's method).
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // DefaultClientConfig returns the defaults (timeouts of the issue: connect 15s, header 10s, body 20s).
@@ -196,8 +207,12 @@ func NewClient(c ClientConfig) (*Client, error) {
 	c.Resolve = append([]ResolveRule(nil), c.Resolve...)
 	cl := &Client{cfg: c, res: net.DefaultResolver}
 	cl.dialer = net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
+	var res Resolver = cl.res
+	if c.Resolver != nil {
+		res = c.Resolver
+	}
 	cl.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
-		return cl.res.LookupNetIP(ctx, "ip", host)
+		return res.LookupNetIP(ctx, "ip", host)
 	}
 	cl.dial = cl.dialer.DialContext
 	if !c.AllowPrivate {
@@ -232,7 +247,7 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 		target = t
 		host, port, _ = net.SplitHostPort(t)
 	}
-	if c.cfg.AllowPrivate {
+	if c.cfg.AllowPrivate && c.cfg.Resolver == nil {
 		return c.dial(ctx, network, target)
 	}
 	// Every connection resolves its name again and is judged by the addresses of that
@@ -250,7 +265,7 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 	var firstErr error
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if IsPrivateAddr(ip) {
+		if !c.cfg.AllowPrivate && IsPrivateAddr(ip) {
 			if firstErr == nil {
 				firstErr = &PrivateAddressError{Host: host, IP: ip}
 			}
@@ -584,11 +599,12 @@ func requestDump(req *http.Request) []byte {
 }
 
 // ErrorKinds lists every value ErrorKind returns for a non-nil error (for metric labels).
-var ErrorKinds = []string{"timeout", "too_slow", "dns", "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url", "http_5xx", "other"}
+var ErrorKinds = []string{"timeout", "too_slow", "dns", "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url", "http_5xx", "proxy", "other"}
 
 // ErrorKind classifies a Fetch error: "timeout", "too_slow" (ErrTooSlow), "dns",
 // "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url",
-// "http_5xx" (a robots.txt answered 5xx or 429: ErrRobotsStatus) or "other"; "" for nil.
+// "http_5xx" (a robots.txt answered 5xx or 429: ErrRobotsStatus), "proxy" (ErrProxy)
+// or "other"; "" for nil.
 // Bodies over MaxBodySize are not errors (Response.Truncated).
 func ErrorKind(err error) string {
 	if err == nil {
@@ -613,6 +629,8 @@ func ErrorKind(err error) string {
 		return "too_slow"
 	case errors.Is(err, ErrRobotsStatus):
 		return "http_5xx"
+	case errors.Is(err, ErrProxy):
+		return "proxy"
 	case errors.As(err, &dnsErr):
 		return "dns"
 	case errors.Is(err, ErrBodyTimeout), errors.Is(err, context.DeadlineExceeded),

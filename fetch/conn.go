@@ -55,6 +55,10 @@ type pconn struct {
 	elem  *list.Element // in the pool's LRU while idle
 	timer *time.Timer   // closes it after idleConnTimeout idle
 	ip    string
+	// forward: the connection goes to a forward proxy, which takes
+	// requests in absolute form with proxyAuth (proxy.go).
+	forward   bool
+	proxyAuth string
 }
 
 // countingReader counts the bytes read from the connection and, while
@@ -204,7 +208,19 @@ func (p *connPool) closeIdle() {
 // connect opens a connection to u's host (resolve rules, private-address
 // guard, connect timeout; TLS for https within the connect timeout).
 func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSlot) (*pconn, error) {
-	raw, err := c.dialContext(ctx, "tcp", addr)
+	var (
+		raw     net.Conn
+		ip      string
+		forward bool
+		auth    string
+	)
+	proxy, err := c.proxyFor(u, u.Hostname(), portOf(addr))
+	if err == nil && proxy != nil {
+		raw, ip, forward, err = c.connectProxy(ctx, proxy, u, addr)
+		auth = proxyAuth(proxy)
+	} else if err == nil {
+		raw, err = c.dialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, err)
 	}
@@ -222,12 +238,15 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		}
 		conn = tc
 	}
-	pc := &pconn{conn: conn, slot: s}
+	pc := &pconn{conn: conn, slot: s, forward: forward, proxyAuth: auth}
 	pc.cr.r = conn
 	pc.br = bufio.NewReaderSize(&pc.cr, 4096)
 	pc.ip = conn.RemoteAddr().String()
 	if h, _, err := net.SplitHostPort(pc.ip); err == nil {
 		pc.ip = h
+	}
+	if proxy != nil {
+		pc.ip = ip // the target's, when known (a CONNECT tunnel): not the proxy's
 	}
 	return pc, nil
 }
@@ -265,6 +284,12 @@ func (c *Client) exchange(ctx context.Context, s *hostSlot, req *http.Request, d
 	}
 }
 
+// portOf returns the port of HOST:PORT ("" when there is none).
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
 // closedByPeer reports whether err says the peer closed the connection.
 func closedByPeer(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
@@ -278,7 +303,11 @@ func (c *Client) roundTrip(pc *pconn, req *http.Request, dump []byte) (*http.Res
 	}
 	pc.cr.n = 0
 	pc.cr.limit = maxResponseHeaderBytes + int64(pc.br.Buffered())
-	if _, err := pc.conn.Write(dump); err != nil {
+	wire := dump
+	if pc.forward {
+		wire = forwardRequest(dump, req.URL, pc.proxyAuth)
+	}
+	if _, err := pc.conn.Write(wire); err != nil {
 		return nil, fmt.Errorf("write request: %w", err)
 	}
 	for {

@@ -26,6 +26,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/fetch/dnscache"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -214,9 +215,10 @@ type Node struct {
 	cluster   io.Closer  // the cluster layer, closed before the frontier
 	ln        net.Listener
 
-	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
-	hard      *hardening // API token, redirect chain lengths (hardening.go)
-	ctl       *control   // pause, resume and the crawl budget (control.go)
+	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
+	hard      *hardening      // API token, redirect chain lengths (hardening.go)
+	ctl       *control        // pause, resume and the crawl budget (control.go)
+	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
 	started time.Time
 	pages   atomic.Int64
@@ -343,6 +345,17 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 		rules = append(rules, rule)
 	}
+	if n.dns, err = newResolver(cfg.DNS, n.log); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	proxy, err := proxyFunc(cfg, n.log)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	var resolver fetch.Resolver
+	if n.dns != nil {
+		resolver = n.dns
+	}
 	n.client, err = fetch.NewClient(fetch.ClientConfig{
 		UserAgent:      cfg.UserAgent,
 		ConnectTimeout: cfg.Fetch.ConnectTimeout,
@@ -354,6 +367,8 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		AllowPrivate:   cfg.AllowPrivate,
 		Resolve:        rules,
 		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
+		Proxy:          proxy,
+		Resolver:       resolver,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -412,7 +427,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
 	}
-	for _, c := range n.ctl.collectors() {
+	for _, c := range append(n.ctl.collectors(), dnsCollectors(n.dns)...) {
 		if err := n.m.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("node: control metrics: %w", err)
 		}
