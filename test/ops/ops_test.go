@@ -26,7 +26,7 @@ import (
 func web(t *testing.T, hosts, pages int) *webnode.Server {
 	t.Helper()
 	wc := synthweb.DefaultConfig()
-	wc.Hosts, wc.Pages, wc.Seeds = hosts, pages, min(5, hosts)
+	wc.Hosts, wc.Pages, wc.Seeds = hosts, pages, max(1, min(5, hosts/4))
 	wc.SlowHosts, wc.CrawlDelayHosts, wc.TrapHosts = 0, 0, 0
 	w, err := synthweb.New(wc)
 	if err != nil {
