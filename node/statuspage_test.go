@@ -3,11 +3,16 @@ package node
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestTailCrawlLog(t *testing.T) {
@@ -106,5 +111,73 @@ func TestStatusPageAPI(t *testing.T) {
 	if err := json.Unmarshal(body, &ms); err != nil || len(ms.Members) != 1 || !ms.Members[0].Self || ms.Members[0].Status == nil ||
 		ms.Members[0].Status.PagesFetched < 4 {
 		t.Fatalf("GET /v1/members alone: %s (%v)", body, err)
+	}
+}
+
+// fakeCluster is a cluster layer that reports a fixed member list.
+type fakeCluster struct{ members []MemberStatus }
+
+func (f fakeCluster) Close() error { return nil }
+func (f fakeCluster) ClusterStatus(time.Time) ClusterStatus {
+	return ClusterStatus{Members: f.members, Phase: PhaseStatus{NPhase: 3, Current: 0}}
+}
+func (f fakeCluster) Collectors() []prometheus.Collector { return nil }
+
+// TestMembersView: GET /v1/members asks each alive member for its status
+// (its phase), lists the dead ones as they are, and says why a member
+// could not be asked.
+func TestMembersView(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/status" {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, 200, Status{Node: "b", Phase: PhaseStatus{NPhase: 3, Current: 2}, PagesFetched: 77, Paused: true})
+	}))
+	defer peer.Close()
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	downAddr := down.Addr().String()
+	down.Close() // nothing listens there now
+
+	srv, _ := site(t)
+	cfg := testConfig(t, srv)
+	cfg.Name = "a"
+	members := []MemberStatus{
+		{Name: "a", API: "self", State: "alive"},
+		{Name: "b", API: strings.TrimPrefix(peer.URL, "http://"), State: "alive"},
+		{Name: "c", API: "127.0.0.1:1", State: "dead"},
+		{Name: "d", API: downAddr, State: "alive"},
+	}
+	n, stop := startWith(t, cfg, Options{Cluster: func(ClusterEnv) (Router, PhaseClock, io.Closer, error) {
+		return nil, nil, fakeCluster{members}, nil
+	}})
+	defer stop()
+	resp, err := http.Get("http://" + n.Addr().String() + "/v1/members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct{ Members []MemberView }
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Members) != 4 {
+		t.Fatalf("%d members, want 4", len(got.Members))
+	}
+	a, b, c, d := got.Members[0], got.Members[1], got.Members[2], got.Members[3]
+	if !a.Self || a.Status == nil || a.Status.Node != "a" || a.Status.Phase.NPhase != 3 {
+		t.Errorf("self: %+v", a)
+	}
+	if b.Status == nil || b.Status.Phase.Current != 2 || b.Status.PagesFetched != 77 || !b.Status.Paused || b.Error != "" {
+		t.Errorf("peer: %+v (status %+v)", b, b.Status)
+	}
+	if c.Status != nil || c.Error != "" || c.State != "dead" {
+		t.Errorf("dead member asked: %+v", c)
+	}
+	if d.Status != nil || d.Error == "" {
+		t.Errorf("unreachable member: %+v", d)
 	}
 }

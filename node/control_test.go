@@ -1,0 +1,63 @@
+package node
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+)
+
+// endingClock is a PhaseClock whose phases end.
+type endingClock struct{ SinglePhase }
+
+func (endingClock) Deadline(now time.Time) time.Time { return now.Add(time.Minute) }
+func (endingClock) Handover(now time.Time) time.Time { return now }
+
+func TestGate(t *testing.T) {
+	start := time.Unix(1_700_000_000, 0)
+	n := &Node{cfg: config.Config{MaxPages: 10, MaxDuration: time.Hour}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), started: start}
+	c := newControl(n)
+	if _, ok := c.gate(SinglePhase{}).(PhaseDeadline); ok {
+		t.Fatal("a clock without deadlines gained one")
+	}
+	g := c.gate(endingClock{})
+	if _, ok := g.(PhaseDeadline); !ok {
+		t.Fatal("the gate hides the clock's PhaseDeadline")
+	}
+	open := func(at time.Time) bool { _, _, o := g.Active(at); return o }
+	if !open(start) {
+		t.Fatal("closed at start")
+	}
+	c.setPaused(true, "test")
+	if open(start) {
+		t.Fatal("open while paused")
+	}
+	c.setPaused(false, "test")
+	if !open(start) {
+		t.Fatal("closed after resume")
+	}
+	if open(start.Add(time.Hour)) {
+		t.Fatal("open once max_duration passed")
+	}
+	if st := c.status(); st.Reached != BudgetMaxDuration || st.ReachedAt == nil || !st.ReachedAt.Equal(start.Add(time.Hour)) {
+		t.Fatalf("budget status %+v", st)
+	}
+	// Spent for good: the first reason stays.
+	n.pages.Store(10)
+	if open(start) || c.status().Reached != BudgetMaxDuration {
+		t.Fatalf("after max_pages too: %+v", c.status())
+	}
+
+	n2 := &Node{cfg: config.Config{MaxPages: 10}, log: n.log, started: start}
+	c2 := newControl(n2)
+	n2.pages.Store(9)
+	if !c2.open(start.Add(1000 * time.Hour)) {
+		t.Fatal("closed under max_pages without max_duration")
+	}
+	n2.pages.Store(10)
+	if c2.open(start) || c2.status().Reached != BudgetMaxPages {
+		t.Fatalf("max_pages: %+v", c2.status())
+	}
+}
