@@ -46,9 +46,9 @@ func browse(t *testing.T, bin, url string, args ...string) []byte {
 		"--disable-default-apps", "--disable-extensions", "--disable-dev-shm-usage",
 		"--no-proxy-server", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
 		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1100", "--virtual-time-budget=3000",
-	}
-	if os.Geteuid() == 0 {
-		base = append(base, "--no-sandbox") // chromium refuses to run as root with its sandbox
+		// The page is the node's own: no sandbox, which needs root's
+		// consent or user namespaces a CI container may not have.
+		"--no-sandbox",
 	}
 	cmd := exec.CommandContext(ctx, bin, append(append(base, args...), url)...)
 	var stderr bytes.Buffer
@@ -86,10 +86,10 @@ func number(t *testing.T, dom []byte, id string) int64 {
 // crawl log, they change between two loads, and a screenshot is taken.
 func TestStatusPageInBrowser(t *testing.T) {
 	bin := chromium(t)
-	srv := web(t, 30, 3000)
-	// A slow crawl (100 ms between two requests to a host, ~100 pages a
-	// host) so that it is still running for both loads.
-	cfg := srv.NodeConfig("status-page", t.TempDir(), 100*time.Millisecond)
+	srv := web(t, 30, 6000)
+	// A slow crawl (200 ms between two requests to a host, ~200 pages a
+	// host: 40 s at least) so that it is still running for both loads.
+	cfg := srv.NodeConfig("status-page", t.TempDir(), 200*time.Millisecond)
 	cfg.Workers = 16
 	n, _ := runNode(t, cfg, nil)
 	url := "http://" + n.Addr().String() + "/"
