@@ -149,5 +149,11 @@ func cmdStatus(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "fetched   %d pages, %d bytes\n", s.PagesFetched, s.BytesFetched)
 	fmt.Fprintf(stdout, "frontier  in_list %d  in_progress %d  completed %d  stalled %d\n", s.Frontier.InList, s.Frontier.InProgress, s.Frontier.Completed, s.Frontier.Stalled)
 	fmt.Fprintf(stdout, "bucket    free %d  queuing %d  fetching %d  timewait %d\n", s.Bucket.Free, s.Bucket.Queuing, s.Bucket.Fetching, s.Bucket.TimeWait)
+	if s.Paused {
+		fmt.Fprintf(stdout, "paused    no new request starts (phasecrawl resume)\n")
+	}
+	if s.Budget.Reached != "" {
+		fmt.Fprintf(stdout, "budget    spent (%s): no new request starts\n", s.Budget.Reached)
+	}
 	return nil
 }

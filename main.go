@@ -9,6 +9,7 @@
 //	phasecrawl demo [--json]      crawl a synthetic web on loopback
 //	phasecrawl synthweb --listen ADDR
 //	phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
+//	phasecrawl pause|resume --node ADDR
 //	phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
 package main
 
@@ -40,6 +41,8 @@ Usage:
   phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
   phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
                                          send the URLs of a member gone for good (its data directory) to a live member's exchange
+  phasecrawl pause --node ADDR           start no new request (requests in flight finish); resume: go on
+  phasecrawl resume --node ADDR
   phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
                                          write the URLs of a stopped node's frontier in those states
 `
@@ -69,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSynthweb(args[1:], stdout, stderr)
 	case "salvage":
 		err = cmdSalvage(args[1:], stdout, stderr)
+	case "pause", "resume":
+		err = cmdPause(args[0], args[1:], stdout, stderr)
 	case "export":
 		err = cmdExport(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
