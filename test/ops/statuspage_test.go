@@ -106,6 +106,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if number(t, dom1, "f_completed") < 20 || number(t, dom1, "b_free") == 0 {
 		t.Fatalf("frontier or bucket figures not rendered:\n%s", dom1)
 	}
+	if s := cell(t, dom1, "phase"); s != "0 of 1" {
+		t.Fatalf("phase shows %q, want 0 of 1 (a node alone)", s)
+	}
+	if s := cell(t, dom1, "rate"); !regexp.MustCompile(`^\d+\.\d$`).MatchString(s) {
+		t.Fatalf("pages/s shows %q", s)
+	}
 	if s := cell(t, dom1, "node"); s != "status-page" {
 		t.Fatalf("node name shows %q", s)
 	}
