@@ -334,6 +334,9 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 		})
 		body = guard
 	}
+	if l := bodyLimiterFrom(ctx); l != nil {
+		body = &pacedReader{r: body, l: l, ctx: ctx}
+	}
 	raw, rerr := readBounded(body, max+1, resp.ContentLength)
 	if guard != nil {
 		guard.stop()

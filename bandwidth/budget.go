@@ -1,0 +1,385 @@
+package bandwidth
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// SiteInfo is what the configuration says about a site (its sites: entry).
+type SiteInfo struct {
+	Deadline time.Duration // after the site's round starts; 0 = none
+	Fixed    float64       // pinned rate in bytes/s; 0 = a share of the budget
+}
+
+// Config configures a Budget.
+type Config struct {
+	// Limit is the node's download budget U in bytes per second; 0 =
+	// unlimited (only pinned sites are limited).
+	Limit float64
+	// Policy shares the budget while the deadlines can be met: MaxT or SumT.
+	Policy Policy
+	// Site returns a host's configured deadline and fixed rate.
+	Site func(host string) SiteInfo
+	// Remaining estimates the bytes a host has left to download (its data
+	// amount D); ok false when nothing is known yet (PriorBytes is used).
+	Remaining func(host string) (bytes float64, ok bool)
+	// PriorBytes is the data amount assumed for a site nothing is known
+	// about. Default 64 KiB.
+	PriorBytes float64
+	// Idle is how long after its last trip a site stops counting as active
+	// (it finished, or its phase ended). Default 2s.
+	Idle time.Duration
+	// Interval is how often the shares are recomputed on the sites'
+	// remaining data; a change of the active set recomputes at once.
+	// Default 250ms.
+	Interval time.Duration
+	// Floor is the least rate a site gets, so that no share falls below
+	// fetch.min_rate. Default 4 KiB/s.
+	Floor float64
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+}
+
+// Budget shares a node's download rate among the sites it crawls. A worker
+// calls Begin when a trip to a host starts and End when it ends; the
+// limiter Begin returns paces the reading of the host's response bodies.
+// Run recomputes the shares; its caller owns its goroutine.
+type Budget struct {
+	cfg  Config
+	kick chan struct{}
+
+	mu    sync.Mutex
+	sites map[string]*siteState
+
+	used atomic.Int64 // bytes read since the last tick
+
+	allocated, usedRate prometheus.Gauge
+	missed              prometheus.Counter
+	lateness            prometheus.Histogram
+}
+
+type siteState struct {
+	host    string
+	lim     *rate.Limiter
+	trips   int       // trips in progress
+	active  bool      // counted in the allocation
+	start   time.Time // the round's start (first trip)
+	lastEnd time.Time
+	missed  bool    // the deadline passed in this round (counted once)
+	share   float64 // last allocated rate
+	method  Policy
+	info    SiteInfo
+}
+
+// New builds a Budget and registers its metrics with reg (nil: none).
+func New(cfg Config, reg prometheus.Registerer) (*Budget, error) {
+	if cfg.Limit < 0 {
+		return nil, fmt.Errorf("bandwidth: limit=%v: must be 0 (unlimited) or more bytes per second", cfg.Limit)
+	}
+	if cfg.Policy == "" {
+		cfg.Policy = MaxT
+	}
+	if cfg.Policy != MaxT && cfg.Policy != SumT {
+		return nil, fmt.Errorf("bandwidth.policy=%q: must be maxt or sumt", cfg.Policy)
+	}
+	if cfg.Site == nil {
+		cfg.Site = func(string) SiteInfo { return SiteInfo{} }
+	}
+	if cfg.Remaining == nil {
+		cfg.Remaining = func(string) (float64, bool) { return 0, false }
+	}
+	if cfg.PriorBytes <= 0 {
+		cfg.PriorBytes = 64 << 10
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 2 * time.Second
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	if cfg.Floor <= 0 {
+		cfg.Floor = 4 << 10
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	b := &Budget{cfg: cfg, kick: make(chan struct{}, 1), sites: map[string]*siteState{}}
+	b.allocated = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "phasecrawl_bandwidth_allocated_bytes_per_second",
+		Help: "Download rate shared out among the active sites (bandwidth and pinned sites' bandwidth); 0 when unlimited.",
+	})
+	b.usedRate = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "phasecrawl_bandwidth_used_bytes_per_second",
+		Help: "Body bytes read per second over the last reallocation interval.",
+	})
+	b.missed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "phasecrawl_site_deadline_missed_total",
+		Help: "Site rounds whose deadline (sites: deadline) passed before the site was done.",
+	})
+	b.lateness = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "phasecrawl_site_lateness_seconds",
+		Help:    "For each site round with a deadline that finished: how long after its deadline (0 when met).",
+		Buckets: []float64{0, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
+	})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{b.allocated, b.usedRate, b.missed, b.lateness} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("bandwidth: metrics: %w", err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// Limiter paces the body reads of one host (fetch.BodyLimiter).
+type Limiter struct {
+	b   *Budget
+	lim *rate.Limiter
+}
+
+// Chunk is the most bytes read at once: the limiter's burst.
+func (l *Limiter) Chunk() int { return l.lim.Burst() }
+
+// Take waits until n more bytes (just read) fit the host's share; it
+// returns ctx's error when ctx ends first.
+func (l *Limiter) Take(ctx context.Context, n int) error {
+	l.b.used.Add(int64(n))
+	for n > 0 {
+		k := min(n, l.lim.Burst())
+		r := l.lim.ReserveN(time.Now(), k)
+		if !r.OK() {
+			return fmt.Errorf("bandwidth: %d bytes exceed the limiter's burst %d", k, l.lim.Burst())
+		}
+		if d := r.Delay(); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				r.Cancel()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		n -= k
+	}
+	return nil
+}
+
+// burstFor is the limiter burst for rate r: a tenth of a second of data,
+// 16..256 KiB.
+func burstFor(r float64) int {
+	return int(min(max(r/10, 16<<10), 256<<10))
+}
+
+// Begin marks a trip to host started and returns the limiter of its body
+// reads, or nil when the host is not limited (no budget and no pinned
+// rate).
+func (b *Budget) Begin(host string) *Limiter {
+	now := b.cfg.Now()
+	b.mu.Lock()
+	s := b.sites[host]
+	if s == nil {
+		s = &siteState{host: host, info: b.cfg.Site(host), start: now}
+		b.sites[host] = s
+	}
+	s.trips++
+	newcomer := !s.active
+	s.active = true
+	if s.lim == nil {
+		r := b.cfg.Limit / float64(b.activeLocked())
+		if s.info.Fixed > 0 {
+			r = s.info.Fixed
+		}
+		if r > 0 {
+			s.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
+		}
+	}
+	lim := s.lim
+	b.mu.Unlock()
+	if newcomer {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	if lim == nil {
+		return nil
+	}
+	return &Limiter{b: b, lim: lim}
+}
+
+// End marks a trip to host ended.
+func (b *Budget) End(host string) {
+	now := b.cfg.Now()
+	b.mu.Lock()
+	if s := b.sites[host]; s != nil {
+		s.trips = max(s.trips-1, 0)
+		s.lastEnd = now
+	}
+	b.mu.Unlock()
+}
+
+func (b *Budget) activeLocked() int {
+	k := 0
+	for _, s := range b.sites {
+		if s.active {
+			k++
+		}
+	}
+	return k
+}
+
+// Run recomputes the shares every Interval and whenever a site joins, until
+// ctx ends.
+func (b *Budget) Run(ctx context.Context) {
+	t := time.NewTicker(b.cfg.Interval)
+	defer t.Stop()
+	last := b.cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := b.cfg.Now()
+			if dt := now.Sub(last).Seconds(); dt > 0 {
+				b.usedRate.Set(float64(b.used.Swap(0)) / dt)
+			}
+			last = now
+		case <-b.kick:
+		}
+		b.Reallocate()
+	}
+}
+
+// Share is one active site's allocation, for status and tests.
+type Share struct {
+	Host     string
+	Rate     float64 // bytes per second
+	Method   Policy  // maxt, sumt, stet, or fixed
+	Deadline time.Time
+}
+
+// Shares returns the active sites' current rates.
+func (b *Budget) Shares() []Share {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []Share
+	for _, s := range b.sites {
+		if !s.active {
+			continue
+		}
+		sh := Share{Host: s.host, Rate: s.share, Method: s.method}
+		if s.info.Deadline > 0 {
+			sh.Deadline = s.start.Add(s.info.Deadline)
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+// Reallocate retires the sites idle for longer than Idle (finished, or out
+// of their phase) and shares the budget among the active ones on their
+// remaining data and deadlines (ReAlloc).
+func (b *Budget) Reallocate() {
+	now := b.cfg.Now()
+	idle := func(s *siteState) bool { return s.trips == 0 && now.Sub(s.lastEnd) > b.cfg.Idle }
+	b.mu.Lock()
+	var act, quiet []*siteState
+	for _, s := range b.sites {
+		if idle(s) {
+			s.active = false
+			quiet = append(quiet, s)
+		} else if s.active {
+			act = append(act, s)
+		}
+	}
+	b.mu.Unlock()
+	// A quiet site with nothing left is done: its round ends. One with
+	// URLs left is paused (its phase ended) and keeps its round's start
+	// when it has a deadline; without one there is nothing to keep.
+	var done []*siteState
+	for _, s := range quiet {
+		if s.info.Deadline <= 0 {
+			done = append(done, s)
+		} else if rem, ok := b.cfg.Remaining(s.host); ok && rem <= 0 {
+			done = append(done, s)
+		}
+	}
+	if len(done) > 0 {
+		b.mu.Lock()
+		for _, s := range done {
+			if b.sites[s.host] == s && idle(s) {
+				b.finishLocked(s)
+				delete(b.sites, s.host)
+			}
+		}
+		b.mu.Unlock()
+	}
+
+	sites := make([]Site, len(act))
+	for i, s := range act {
+		d, ok := b.cfg.Remaining(s.host)
+		if !ok {
+			d = b.cfg.PriorBytes
+		}
+		sites[i] = Site{D: max(d, 1), Fixed: s.info.Fixed}
+		if s.info.Deadline > 0 {
+			left := s.start.Add(s.info.Deadline).Sub(now).Seconds()
+			if left <= 0 {
+				left = -1
+			}
+			sites[i].Deadline = left
+		}
+	}
+	a := Allocate(b.cfg.Policy, sites, b.cfg.Limit)
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var total float64
+	for i, s := range act {
+		r := a.Rates[i]
+		method := a.Method
+		if s.info.Fixed > 0 {
+			method = Fixed
+		}
+		s.share, s.method = r, method
+		if s.info.Deadline > 0 && !s.missed && now.After(s.start.Add(s.info.Deadline)) {
+			s.missed = true
+			b.missed.Inc()
+		}
+		if math.IsInf(r, 1) {
+			s.lim = nil
+			continue
+		}
+		r = max(r, b.cfg.Floor)
+		total += r
+		if s.lim == nil {
+			s.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
+		} else {
+			s.lim.SetLimit(rate.Limit(r))
+			s.lim.SetBurst(burstFor(r))
+		}
+	}
+	b.allocated.Set(total)
+}
+
+// finishLocked records the end of a site's round: its lateness when it has
+// a deadline (0 when met).
+func (b *Budget) finishLocked(s *siteState) {
+	if s.info.Deadline <= 0 {
+		return
+	}
+	late := s.lastEnd.Sub(s.start.Add(s.info.Deadline)).Seconds()
+	if late > 0 && !s.missed {
+		s.missed = true
+		b.missed.Inc()
+	}
+	b.lateness.Observe(max(late, 0))
+}

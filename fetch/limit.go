@@ -1,0 +1,51 @@
+package fetch
+
+import (
+	"context"
+	"io"
+)
+
+// BodyLimiter paces the reading of response bodies (a site's share of the
+// download budget, package bandwidth). Fetch reads at most Chunk bytes at
+// a time and calls Take after each read; Take returns ctx's error when ctx
+// ends while it waits.
+type BodyLimiter interface {
+	Chunk() int
+	Take(ctx context.Context, n int) error
+}
+
+type bodyLimiterKey struct{}
+
+// WithBodyLimiter returns a context whose fetches read their bodies through
+// l (nil: unpaced).
+func WithBodyLimiter(ctx context.Context, l BodyLimiter) context.Context {
+	if l == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, bodyLimiterKey{}, l)
+}
+
+func bodyLimiterFrom(ctx context.Context) BodyLimiter {
+	l, _ := ctx.Value(bodyLimiterKey{}).(BodyLimiter)
+	return l
+}
+
+// pacedReader reads r through a BodyLimiter.
+type pacedReader struct {
+	r   io.Reader
+	l   BodyLimiter
+	ctx context.Context
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	if c := p.l.Chunk(); c > 0 && len(b) > c {
+		b = b[:c]
+	}
+	n, err := p.r.Read(b)
+	if n > 0 {
+		if werr := p.l.Take(p.ctx, n); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return n, err
+}
