@@ -27,9 +27,9 @@ type Config struct {
 	Policy Policy
 	// Site returns a host's configured deadline and fixed rate.
 	Site func(host string) SiteInfo
-	// Remaining estimates the bytes a host has left to download (its data
+	// Remaining estimates what a host has left to download (its data
 	// amount D); ok false when nothing is known yet (PriorBytes is used).
-	Remaining func(host string) (bytes float64, ok bool)
+	Remaining func(host string) (a Amount, ok bool)
 	// PriorBytes is the data amount assumed for a site nothing is known
 	// about. Default 64 KiB.
 	PriorBytes float64
@@ -45,6 +45,19 @@ type Config struct {
 	Floor float64
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+}
+
+// Amount is a site's data as its statistics know it.
+type Amount struct {
+	// Left is the bytes the site's recorded results say are left: its URLs
+	// not fetched yet times its mean page size.
+	Left float64
+	// PerPage is its mean page size.
+	PerPage float64
+	// Recorded is the bytes of its recorded results so far. Pages read but
+	// not recorded yet (results are recorded asynchronously) are taken off
+	// Left: the Budget counts the bytes it paced.
+	Recorded float64
 }
 
 // Budget shares a node's download rate among the sites it crawls. A worker
@@ -72,7 +85,10 @@ type siteState struct {
 	active  bool      // counted in the allocation
 	start   time.Time // the round's start (first trip)
 	lastEnd time.Time
-	missed  bool    // the deadline passed in this round (counted once)
+	missed  bool         // the deadline passed in this round (counted once)
+	read    atomic.Int64 // bytes paced in this round
+	rec0    float64      // Amount.Recorded at the round's first estimate
+	have0   bool
 	share   float64 // last allocated rate
 	method  Policy
 	info    SiteInfo
@@ -93,7 +109,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Budget, error) {
 		cfg.Site = func(string) SiteInfo { return SiteInfo{} }
 	}
 	if cfg.Remaining == nil {
-		cfg.Remaining = func(string) (float64, bool) { return 0, false }
+		cfg.Remaining = func(string) (Amount, bool) { return Amount{}, false }
 	}
 	if cfg.PriorBytes <= 0 {
 		cfg.PriorBytes = 64 << 10
@@ -141,6 +157,7 @@ func New(cfg Config, reg prometheus.Registerer) (*Budget, error) {
 // Limiter paces the body reads of one host (fetch.BodyLimiter).
 type Limiter struct {
 	b   *Budget
+	s   *siteState
 	lim *rate.Limiter
 }
 
@@ -151,6 +168,7 @@ func (l *Limiter) Chunk() int { return l.lim.Burst() }
 // returns ctx's error when ctx ends first.
 func (l *Limiter) Take(ctx context.Context, n int) error {
 	l.b.used.Add(int64(n))
+	l.s.read.Add(int64(n))
 	for n > 0 {
 		k := min(n, l.lim.Burst())
 		r := l.lim.ReserveN(time.Now(), k)
@@ -178,6 +196,15 @@ func burstFor(r float64) int {
 	return int(min(max(r/10, 16<<10), 256<<10))
 }
 
+// newLimiter returns a limiter of rate r that starts empty: a site's first
+// bytes are paced like the rest (a full bucket would let every new site
+// burst over the budget).
+func newLimiter(r float64) *rate.Limiter {
+	l := rate.NewLimiter(rate.Limit(r), burstFor(r))
+	l.AllowN(time.Now(), l.Burst())
+	return l
+}
+
 // Begin marks a trip to host started and returns the limiter of its body
 // reads, or nil when the host is not limited (no budget and no pinned
 // rate).
@@ -198,7 +225,7 @@ func (b *Budget) Begin(host string) *Limiter {
 			r = s.info.Fixed
 		}
 		if r > 0 {
-			s.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
+			s.lim = newLimiter(r)
 		}
 	}
 	lim := s.lim
@@ -212,7 +239,7 @@ func (b *Budget) Begin(host string) *Limiter {
 	if lim == nil {
 		return nil
 	}
-	return &Limiter{b: b, lim: lim}
+	return &Limiter{b: b, s: s, lim: lim}
 }
 
 // End marks a trip to host ended.
@@ -292,12 +319,14 @@ func (b *Budget) Reallocate() {
 	idle := func(s *siteState) bool { return s.trips == 0 && now.Sub(s.lastEnd) > b.cfg.Idle }
 	b.mu.Lock()
 	var act, quiet []*siteState
+	var busy []bool // act's sites with a trip running
 	for _, s := range b.sites {
 		if idle(s) {
 			s.active = false
 			quiet = append(quiet, s)
 		} else if s.active {
 			act = append(act, s)
+			busy = append(busy, s.trips > 0)
 		}
 	}
 	b.mu.Unlock()
@@ -308,7 +337,7 @@ func (b *Budget) Reallocate() {
 	for _, s := range quiet {
 		if s.info.Deadline <= 0 {
 			done = append(done, s)
-		} else if rem, ok := b.cfg.Remaining(s.host); ok && rem <= 0 {
+		} else if a, ok := b.cfg.Remaining(s.host); ok && a.Left <= 0 {
 			done = append(done, s)
 		}
 	}
@@ -325,9 +354,19 @@ func (b *Budget) Reallocate() {
 
 	sites := make([]Site, len(act))
 	for i, s := range act {
-		d, ok := b.cfg.Remaining(s.host)
-		if !ok {
-			d = b.cfg.PriorBytes
+		d := b.cfg.PriorBytes
+		page := d
+		if a, ok := b.cfg.Remaining(s.host); ok {
+			if !s.have0 {
+				s.rec0, s.have0 = a.Recorded, true
+			}
+			// Read but not recorded yet: the pages in flight.
+			unrecorded := float64(s.read.Load()) - (a.Recorded - s.rec0)
+			d, page = a.Left-max(unrecorded, 0), a.PerPage
+		}
+		if busy[i] {
+			// A trip runs: part of a page at least is left.
+			d = max(d, page/4)
 		}
 		sites[i] = Site{D: max(d, 1), Fixed: s.info.Fixed}
 		if s.info.Deadline > 0 {
@@ -361,7 +400,7 @@ func (b *Budget) Reallocate() {
 		r = max(r, b.cfg.Floor)
 		total += r
 		if s.lim == nil {
-			s.lim = rate.NewLimiter(rate.Limit(r), burstFor(r))
+			s.lim = newLimiter(r)
 		} else {
 			s.lim.SetLimit(rate.Limit(r))
 			s.lim.SetBurst(burstFor(r))

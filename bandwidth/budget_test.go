@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/time/rate"
 )
 
 type fakeWorld struct {
@@ -22,11 +23,11 @@ func (w *fakeWorld) advance(d time.Duration) {
 	w.now = w.now.Add(d)
 	w.mu.Unlock()
 }
-func (w *fakeWorld) Remaining(h string) (float64, bool) {
+func (w *fakeWorld) Remaining(h string) (Amount, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	v, ok := w.left[h]
-	return v, ok
+	return Amount{Left: v, PerPage: 1}, ok
 }
 
 func shareOf(b *Budget, host string) Share {
@@ -150,8 +151,7 @@ func TestBudgetUnlimited(t *testing.T) {
 func TestLimiterTake(t *testing.T) {
 	b, _ := New(Config{Limit: 1}, nil)
 	l := b.Begin("h")
-	l.lim.SetLimit(1)
-	l.lim.SetBurst(10)
+	l.lim = rate.NewLimiter(1, 10) // full: the first 10 bytes pass at once
 	if err := l.Take(context.Background(), 10); err != nil { // the initial burst
 		t.Fatal(err)
 	}
