@@ -68,8 +68,10 @@ type Budget struct {
 	cfg  Config
 	kick chan struct{}
 
-	mu    sync.Mutex
-	sites map[string]*siteState
+	mu       sync.Mutex
+	sites    map[string]*siteState
+	changed  bool      // the set of active sites changed since the last Reallocate
+	changeAt time.Time // when it last did (Reallocate's goroutine only)
 
 	used atomic.Int64 // bytes read since the last tick
 
@@ -87,6 +89,7 @@ type siteState struct {
 	lastEnd time.Time
 	missed  bool         // the deadline passed in this round (counted once)
 	read    atomic.Int64 // bytes paced in this round
+	mark    int64        // read at the last change of the active set
 	rec0    float64      // Amount.Recorded at the round's first estimate
 	have0   bool
 	share   float64 // last allocated rate
@@ -219,6 +222,7 @@ func (b *Budget) Begin(host string) *Limiter {
 	s.trips++
 	newcomer := !s.active
 	s.active = true
+	b.changed = b.changed || newcomer
 	if s.lim == nil {
 		r := b.cfg.Limit / float64(b.activeLocked())
 		if s.info.Fixed > 0 {
@@ -311,66 +315,101 @@ func (b *Budget) Shares() []Share {
 	return out
 }
 
-// Reallocate retires the sites idle for longer than Idle (finished, or out
-// of their phase) and shares the budget among the active ones on their
-// remaining data and deadlines (ReAlloc).
+// Reallocate shares the budget among the active sites on their remaining
+// data and deadlines (ReAlloc). A site without a trip running leaves the
+// set when nothing is left of it (it finished: its round ends, its
+// lateness is recorded) or when it has had no trip for Idle (its phase
+// ended, or its host waits: it is paused and keeps its round's start when
+// it has a deadline). Reallocate is called by Run; not concurrently.
 func (b *Budget) Reallocate() {
 	now := b.cfg.Now()
-	idle := func(s *siteState) bool { return s.trips == 0 && now.Sub(s.lastEnd) > b.cfg.Idle }
+	type view struct {
+		s          *siteState
+		trips      int
+		active     bool
+		lastEnd    time.Time
+		d, page    float64
+		known, off bool
+	}
 	b.mu.Lock()
-	var act, quiet []*siteState
-	var busy []bool // act's sites with a trip running
+	views := make([]view, 0, len(b.sites))
 	for _, s := range b.sites {
-		if idle(s) {
-			s.active = false
-			quiet = append(quiet, s)
-		} else if s.active {
-			act = append(act, s)
-			busy = append(busy, s.trips > 0)
-		}
+		views = append(views, view{s: s, trips: s.trips, active: s.active, lastEnd: s.lastEnd})
 	}
 	b.mu.Unlock()
-	// A quiet site with nothing left is done: its round ends. One with
-	// URLs left is paused (its phase ended) and keeps its round's start
-	// when it has a deadline; without one there is nothing to keep.
-	var done []*siteState
-	for _, s := range quiet {
-		if s.info.Deadline <= 0 {
-			done = append(done, s)
-		} else if a, ok := b.cfg.Remaining(s.host); ok && a.Left <= 0 {
-			done = append(done, s)
-		}
-	}
-	if len(done) > 0 {
-		b.mu.Lock()
-		for _, s := range done {
-			if b.sites[s.host] == s && idle(s) {
-				b.finishLocked(s)
-				delete(b.sites, s.host)
-			}
-		}
-		b.mu.Unlock()
-	}
-
-	sites := make([]Site, len(act))
-	for i, s := range act {
-		d := b.cfg.PriorBytes
-		page := d
+	for i := range views {
+		v := &views[i]
+		s := v.s
+		v.d, v.page = b.cfg.PriorBytes, b.cfg.PriorBytes
 		if a, ok := b.cfg.Remaining(s.host); ok {
 			if !s.have0 {
 				s.rec0, s.have0 = a.Recorded, true
 			}
 			// Read but not recorded yet: the pages in flight.
 			unrecorded := float64(s.read.Load()) - (a.Recorded - s.rec0)
-			d, page = a.Left-max(unrecorded, 0), a.PerPage
+			v.d, v.page, v.known = a.Left-max(unrecorded, 0), a.PerPage, true
 		}
-		if busy[i] {
+	}
+
+	b.mu.Lock()
+	var act []view
+	for _, v := range views {
+		s := v.s
+		if b.sites[s.host] != s || s.trips > 0 {
+			if b.sites[s.host] == s && s.active {
+				act = append(act, v)
+			}
+			continue
+		}
+		finished := v.known && v.d <= v.page/2
+		idle := now.Sub(s.lastEnd) > b.cfg.Idle
+		switch {
+		case finished:
+			b.changed = b.changed || s.active
+			b.finishLocked(s)
+			delete(b.sites, s.host)
+		case idle:
+			b.changed = b.changed || s.active
+			s.active = false
+			if s.info.Deadline <= 0 {
+				delete(b.sites, s.host) // nothing to keep
+			}
+		case s.active:
+			act = append(act, v)
+		}
+	}
+	changed := b.changed
+	b.changed = false
+	b.mu.Unlock()
+	if changed || b.changeAt.IsZero() {
+		b.changeAt = now
+		for _, v := range act {
+			v.s.mark = v.s.read.Load()
+		}
+	}
+	// MaxT shares on the data left now: the sites still finish together,
+	// and one that fell behind (a gap between its trips) catches up. SumT
+	// shares, like the paper's ReAlloc, on the data each site had when the
+	// set of sites last changed (refined by what is known since), so the
+	// rates hold until a site finishes or joins.
+	at := now
+	if b.cfg.Policy == SumT {
+		at = b.changeAt
+	}
+	sites := make([]Site, len(act))
+	for i, v := range act {
+		s := v.s
+		d := v.d
+		if v.trips > 0 {
 			// A trip runs: part of a page at least is left.
-			d = max(d, page/4)
+			d = max(d, v.page/4)
+		}
+		if b.cfg.Policy == SumT {
+			d += float64(s.read.Load() - s.mark)
 		}
 		sites[i] = Site{D: max(d, 1), Fixed: s.info.Fixed}
 		if s.info.Deadline > 0 {
-			left := s.start.Add(s.info.Deadline).Sub(now).Seconds()
+			left := s.start.Add(s.info.Deadline).Sub(at).Seconds()
 			if left <= 0 {
 				left = -1
 			}
@@ -382,7 +421,8 @@ func (b *Budget) Reallocate() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var total float64
-	for i, s := range act {
+	for i, v := range act {
+		s := v.s
 		r := a.Rates[i]
 		method := a.Method
 		if s.info.Fixed > 0 {

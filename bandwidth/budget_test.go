@@ -151,7 +151,7 @@ func TestBudgetUnlimited(t *testing.T) {
 func TestLimiterTake(t *testing.T) {
 	b, _ := New(Config{Limit: 1}, nil)
 	l := b.Begin("h")
-	l.lim = rate.NewLimiter(1, 10) // full: the first 10 bytes pass at once
+	l.lim = rate.NewLimiter(1, 10)                           // full: the first 10 bytes pass at once
 	if err := l.Take(context.Background(), 10); err != nil { // the initial burst
 		t.Fatal(err)
 	}

@@ -34,6 +34,17 @@ type Outcome struct {
 // starts. Without it (AllocOnce) the first m sites are allocated once and a
 // site that starts takes over the rate of the one that finished.
 func Simulate(sites []Site, u float64, m int, alloc AllocFunc, realloc bool) Outcome {
+	return simulate(sites, u, m, alloc, realloc, 0)
+}
+
+// SimulateTicks is Simulate with reallocation, all sites at once, that
+// also reallocates every tick seconds on the data left, as a running
+// node's Budget does.
+func SimulateTicks(sites []Site, u float64, alloc AllocFunc, tick float64) Outcome {
+	return simulate(sites, u, 0, alloc, true, tick)
+}
+
+func simulate(sites []Site, u float64, m int, alloc AllocFunc, realloc bool, tick float64) Outcome {
 	n := len(sites)
 	if m <= 0 || m > n {
 		m = n
@@ -77,6 +88,12 @@ func Simulate(sites []Site, u float64, m int, alloc AllocFunc, realloc bool) Out
 				dt = min(dt, left[i]/rate[i])
 			}
 		}
+		ticked := false
+		if tick > 0 {
+			if next := (math.Floor(now/tick+1e-9) + 1) * tick; next-now < dt {
+				dt, ticked = next-now, true
+			}
+		}
 		if math.IsInf(dt, 1) {
 			// No running site has a rate (a policy that starves them):
 			// they never finish.
@@ -106,7 +123,7 @@ func Simulate(sites []Site, u float64, m int, alloc AllocFunc, realloc bool) Out
 				rate[j] = freed[k]
 			}
 		}
-		if realloc && len(running) > 0 {
+		if (realloc || ticked) && len(running) > 0 {
 			reallocate()
 		}
 	}
