@@ -3,12 +3,14 @@ package fetch
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // BodyLimiter paces the reading of response bodies (a site's share of the
 // download budget, package bandwidth). Fetch reads at most Chunk bytes at
 // a time and calls Take after each read; Take returns ctx's error when ctx
-// ends while it waits.
+// ends while it waits. The time Take waits does not count against the
+// body timeout (ClientConfig.BodyTimeout): the deadline moves on by it.
 type BodyLimiter interface {
 	Chunk() int
 	Take(ctx context.Context, n int) error
@@ -30,11 +32,13 @@ func bodyLimiterFrom(ctx context.Context) BodyLimiter {
 	return l
 }
 
-// pacedReader reads r through a BodyLimiter.
+// pacedReader reads r through a BodyLimiter; extend (if set) is told how
+// long each Take waited.
 type pacedReader struct {
-	r   io.Reader
-	l   BodyLimiter
-	ctx context.Context
+	r      io.Reader
+	l      BodyLimiter
+	ctx    context.Context
+	extend func(waited time.Duration)
 }
 
 func (p *pacedReader) Read(b []byte) (int, error) {
@@ -43,8 +47,13 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 	}
 	n, err := p.r.Read(b)
 	if n > 0 {
-		if werr := p.l.Take(p.ctx, n); werr != nil && err == nil {
+		start := time.Now()
+		werr := p.l.Take(p.ctx, n)
+		if werr != nil && err == nil {
 			err = werr
+		}
+		if waited := time.Since(start); p.extend != nil && waited > time.Millisecond {
+			p.extend(waited)
 		}
 	}
 	return n, err

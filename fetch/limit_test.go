@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 // countingLimiter records the Take calls; block makes Take wait for ctx.
@@ -76,5 +77,43 @@ func TestBodyLimiter(t *testing.T) {
 	}
 	if WithBodyLimiter(ctx, nil) != ctx {
 		t.Error("WithBodyLimiter(nil) changed the context")
+	}
+}
+
+// sleepLimiter waits d at every Take.
+type sleepLimiter struct {
+	chunk int
+	d     time.Duration
+}
+
+func (s sleepLimiter) Chunk() int { return s.chunk }
+func (s sleepLimiter) Take(ctx context.Context, n int) error {
+	select {
+	case <-time.After(s.d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The time a body waits for its share does not count against
+// body_timeout: four waits of 150ms each outlast a 300ms body timeout, and
+// the fetch still succeeds; without the limiter's waits the same server
+// answers in time.
+func TestBodyLimiterWaitNotTimeout(t *testing.T) {
+	page := bytes.Repeat([]byte("x"), 16<<10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(page)
+	}))
+	defer srv.Close()
+	c := testClientConfig()
+	c.BodyTimeout = 300 * time.Millisecond
+	cl := newTestClient(t, c)
+	resp, err := cl.Fetch(WithBodyLimiter(context.Background(), sleepLimiter{chunk: 4096, d: 150 * time.Millisecond}), srv.URL+"/")
+	if err != nil {
+		t.Fatalf("paced fetch: %v", err)
+	}
+	if len(resp.Body) != len(page) {
+		t.Errorf("body of %d bytes, want %d", len(resp.Body), len(page))
 	}
 }
