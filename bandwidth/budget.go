@@ -43,6 +43,7 @@ type Config struct {
 	// Floor is the least rate a site gets, so that no share falls below
 	// fetch.min_rate. Default 4 KiB/s.
 	Floor float64
+
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
 }
@@ -67,6 +68,9 @@ type Amount struct {
 type Budget struct {
 	cfg  Config
 	kick chan struct{}
+	// global holds the node to Limit (nil: unlimited) whatever the floors
+	// add; every site's reads take from it and from the site's own limiter.
+	global *rate.Limiter
 
 	mu       sync.Mutex
 	sites    map[string]*siteState
@@ -81,20 +85,20 @@ type Budget struct {
 }
 
 type siteState struct {
-	host    string
-	lim     *rate.Limiter
-	trips   int       // trips in progress
-	active  bool      // counted in the allocation
-	start   time.Time // the round's start (first trip)
-	lastEnd time.Time
-	missed  bool         // the deadline passed in this round (counted once)
-	read    atomic.Int64 // bytes paced in this round
-	mark    int64        // read at the last change of the active set
-	rec0    float64      // Amount.Recorded at the round's first estimate
-	have0   bool
-	share   float64 // last allocated rate
-	method  Policy
-	info    SiteInfo
+	host      string
+	lim       *rate.Limiter
+	trips     int       // trips in progress
+	active    bool      // counted in the allocation
+	start     time.Time // the round's start (first trip)
+	lastEnd   time.Time
+	missed    bool         // the deadline passed in this round (counted once)
+	read      atomic.Int64 // bytes paced in this round
+	announced atomic.Int64 // Content-Length of the bodies begun in this round
+	mark      int64        // read at the last change of the active set
+	rec0      float64      // Amount.Recorded when the round started
+	share     float64      // last allocated rate
+	method    Policy
+	info      SiteInfo
 }
 
 // New builds a Budget and registers its metrics with reg (nil: none).
@@ -129,7 +133,12 @@ func New(cfg Config, reg prometheus.Registerer) (*Budget, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+
 	b := &Budget{cfg: cfg, kick: make(chan struct{}, 1), sites: map[string]*siteState{}}
+	if cfg.Limit > 0 {
+		b.global = rate.NewLimiter(rate.Limit(cfg.Limit), maxBurst)
+		b.global.AllowN(time.Now(), maxBurst)
+	}
 	b.allocated = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "phasecrawl_bandwidth_allocated_bytes_per_second",
 		Help: "Download rate shared out among the active sites (bandwidth and pinned sites' bandwidth); 0 when unlimited.",
@@ -164,6 +173,13 @@ type Limiter struct {
 	lim *rate.Limiter
 }
 
+// Expect is told the Content-Length of a body about to be read.
+func (l *Limiter) Expect(n int64) {
+	if n > 0 {
+		l.s.announced.Add(n)
+	}
+}
+
 // Chunk is the most bytes read at once: the limiter's burst.
 func (l *Limiter) Chunk() int { return l.lim.Burst() }
 
@@ -174,16 +190,30 @@ func (l *Limiter) Take(ctx context.Context, n int) error {
 	l.s.read.Add(int64(n))
 	for n > 0 {
 		k := min(n, l.lim.Burst())
-		r := l.lim.ReserveN(time.Now(), k)
+		now := time.Now()
+		r := l.lim.ReserveN(now, k)
 		if !r.OK() {
 			return fmt.Errorf("bandwidth: %d bytes exceed the limiter's burst %d", k, l.lim.Burst())
 		}
-		if d := r.Delay(); d > 0 {
+		d := r.Delay()
+		var g *rate.Reservation
+		if l.b.global != nil {
+			g = l.b.global.ReserveN(now, k)
+			if !g.OK() {
+				r.Cancel()
+				return fmt.Errorf("bandwidth: %d bytes exceed the node limiter's burst %d", k, l.b.global.Burst())
+			}
+			d = max(d, g.Delay())
+		}
+		if d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				r.Cancel()
+				if g != nil {
+					g.Cancel()
+				}
 				return ctx.Err()
 			case <-t.C:
 			}
@@ -196,8 +226,10 @@ func (l *Limiter) Take(ctx context.Context, n int) error {
 // burstFor is the limiter burst for rate r: a tenth of a second of data,
 // 16..256 KiB.
 func burstFor(r float64) int {
-	return int(min(max(r/10, 16<<10), 256<<10))
+	return int(min(max(r/10, 16<<10), maxBurst))
 }
+
+const maxBurst = 256 << 10
 
 // newLimiter returns a limiter of rate r that starts empty: a site's first
 // bytes are paced like the rest (a full bucket would let every new site
@@ -216,8 +248,18 @@ func (b *Budget) Begin(host string) *Limiter {
 	b.mu.Lock()
 	s := b.sites[host]
 	if s == nil {
-		s = &siteState{host: host, info: b.cfg.Site(host), start: now}
-		b.sites[host] = s
+		// A new round: what the site's statistics hold already is not
+		// part of it (read outside the lock: a frontier lookup).
+		b.mu.Unlock()
+		var rec0 float64
+		if a, ok := b.cfg.Remaining(host); ok {
+			rec0 = a.Recorded
+		}
+		b.mu.Lock()
+		if s = b.sites[host]; s == nil {
+			s = &siteState{host: host, info: b.cfg.Site(host), start: now, rec0: rec0}
+			b.sites[host] = s
+		}
 	}
 	s.trips++
 	newcomer := !s.active
@@ -330,6 +372,7 @@ func (b *Budget) Reallocate() {
 		lastEnd    time.Time
 		d, page    float64
 		known, off bool
+		inflight   float64
 	}
 	b.mu.Lock()
 	views := make([]view, 0, len(b.sites))
@@ -341,13 +384,29 @@ func (b *Budget) Reallocate() {
 		v := &views[i]
 		s := v.s
 		v.d, v.page = b.cfg.PriorBytes, b.cfg.PriorBytes
+		read := s.read.Load()
 		if a, ok := b.cfg.Remaining(s.host); ok {
-			if !s.have0 {
-				s.rec0, s.have0 = a.Recorded, true
-			}
 			// Read but not recorded yet: the pages in flight.
-			unrecorded := float64(s.read.Load()) - (a.Recorded - s.rec0)
+			unrecorded := float64(read) - (a.Recorded - s.rec0)
 			v.d, v.page, v.known = a.Left-max(unrecorded, 0), a.PerPage, true
+		}
+		// What the pages in flight announced (Content-Length) and is not
+		// read yet is left at least.
+		v.inflight = float64(max(s.announced.Load()-read, 0))
+	}
+	// A site nothing is known of yet (its first page is not recorded) is
+	// taken to be like the known ones, on average.
+	var sumKnown float64
+	var nKnown int
+	for _, v := range views {
+		if v.known && v.active {
+			sumKnown += max(v.d, 0)
+			nKnown++
+		}
+	}
+	for i := range views {
+		if v := &views[i]; !v.known && nKnown > 0 {
+			v.d = max(sumKnown/float64(nKnown), v.d)
 		}
 	}
 
@@ -402,7 +461,7 @@ func (b *Budget) Reallocate() {
 		d := v.d
 		if v.trips > 0 {
 			// A trip runs: part of a page at least is left.
-			d = max(d, v.page/4)
+			d = max(d, v.inflight, v.page/8)
 		}
 		if b.cfg.Policy == SumT {
 			d += float64(s.read.Load() - s.mark)

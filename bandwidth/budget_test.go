@@ -68,6 +68,9 @@ func TestBudgetReallocates(t *testing.T) {
 	if got := la.lim.Limit(); !near(float64(got), 200e3, 1) {
 		t.Errorf("a's limiter at %v, want 200k", got)
 	}
+	if got := b.global.Limit(); got != 600e3 {
+		t.Errorf("node limiter at %v, want 600k", got)
+	}
 	// A pinned site takes its fixed rate off the top; c joins with a deadline.
 	b.Begin("p")
 	b.Begin("c")
@@ -151,7 +154,8 @@ func TestBudgetUnlimited(t *testing.T) {
 func TestLimiterTake(t *testing.T) {
 	b, _ := New(Config{Limit: 1}, nil)
 	l := b.Begin("h")
-	l.lim = rate.NewLimiter(1, 10)                           // full: the first 10 bytes pass at once
+	l.lim = rate.NewLimiter(1, 10) // full: the first 10 bytes pass at once
+	b.global = rate.NewLimiter(1, 10)
 	if err := l.Take(context.Background(), 10); err != nil { // the initial burst
 		t.Fatal(err)
 	}

@@ -349,6 +349,9 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 			}
 		}
 		body = &pacedReader{r: body, l: l, ctx: ctx, extend: extend}
+		if h, ok := l.(lengthHinter); ok && resp.ContentLength > 0 {
+			h.Expect(resp.ContentLength)
+		}
 	}
 	raw, rerr := readBounded(body, max+1, resp.ContentLength)
 	if guard != nil {

@@ -10,10 +10,18 @@ import (
 // download budget, package bandwidth). Fetch reads at most Chunk bytes at
 // a time and calls Take after each read; Take returns ctx's error when ctx
 // ends while it waits. The time Take waits does not count against the
-// body timeout (ClientConfig.BodyTimeout): the deadline moves on by it.
+// body timeout (ClientConfig.BodyTimeout): the deadline moves on by it. A
+// BodyLimiter with a method Expect(n int64) is told each body's
+// Content-Length (when announced) before it is read.
 type BodyLimiter interface {
 	Chunk() int
 	Take(ctx context.Context, n int) error
+}
+
+// lengthHinter is a BodyLimiter that wants to know a body's announced
+// length (Content-Length) before it is read.
+type lengthHinter interface {
+	Expect(n int64)
 }
 
 type bodyLimiterKey struct{}

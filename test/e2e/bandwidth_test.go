@@ -14,15 +14,17 @@ import (
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
-// bigWeb serves sites of large pages: site i has pages[i] pages of
-// pageSize bytes (its index included, padded to the same size), the index
-// linking the others and, last, /end, a few bytes. The node fetches a
+// bigWeb serves sites of large pages: every site has the same number of
+// pages (its index included, padded to the same size), site i's of
+// size[i] bytes, the index linking the others and, last, /end, a few
+// bytes. Few large requests keep the time between two requests, which no
+// site can use, small against the crawl. The node fetches a
 // host's URLs in the order it found them over one connection, so the
 // request for /end arrives when the site's last page has been read: its
 // arrival is the site's completion time, as the server itself records it.
 type bigWeb struct {
-	pageSize int
-	pages    map[string]int // host -> pages
+	pages int
+	size  map[string]int // host -> page size
 
 	mu  sync.Mutex
 	log []served
@@ -36,7 +38,8 @@ type served struct {
 
 func (w *bigWeb) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	host := strings.ToLower(strings.Split(r.Host, ":")[0])
-	n, ok := w.pages[host]
+	size, ok := w.size[host]
+	n := w.pages
 	rec := served{host: host, path: r.URL.Path, at: time.Now()}
 	var body []byte
 	switch {
@@ -51,12 +54,12 @@ func (w *bigWeb) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, `<a href="/p/%d">%d</a>`, k, k)
 		}
 		b.WriteString(`<a href="/end">end</a><!--`)
-		b.WriteString(strings.Repeat("x", max(w.pageSize-b.Len()-20, 0)))
+		b.WriteString(strings.Repeat("x", max(size-b.Len()-20, 0)))
 		b.WriteString("--></body></html>")
 		body = []byte(b.String())
 		rw.Header().Set("Content-Type", "text/html")
 	case strings.HasPrefix(r.URL.Path, "/p/"):
-		body = make([]byte, w.pageSize)
+		body = make([]byte, size)
 		for i := range body {
 			body[i] = byte('a' + i%26)
 		}
@@ -93,7 +96,7 @@ func (w *bigWeb) siteTimes(t *testing.T) (start time.Time, finish map[string]tim
 			last[r.host] = r
 		}
 	}
-	for h := range w.pages {
+	for h := range w.size {
 		if last[h].path != "/end" {
 			t.Fatalf("%s: the last request was %s, not /end: the completion time cannot be read from the records", h, last[h].path)
 		}
@@ -101,14 +104,22 @@ func (w *bigWeb) siteTimes(t *testing.T) (start time.Time, finish map[string]tim
 	return start, finish, bytes
 }
 
+// The six sites: pages of bwPage × the paper's ratio, bwPages of them
+// (ΣD ≈ 8.3 MB), crawled under bwBudget (≈ 3.3 s).
+const (
+	bwPages  = 6
+	bwPage   = 128 << 10
+	bwBudget = 2_500_000
+)
+
 // runBandwidthCrawl crawls six sites whose data amounts are in the paper's
 // ratio under budget u with policy, and returns the server's records.
-func runBandwidthCrawl(t *testing.T, u config.ByteRate, policy string, pageSize int, unit int, sites ...config.Site) (*bigWeb, []string, *node.Node) {
-	w := &bigWeb{pageSize: pageSize, pages: map[string]int{}}
+func runBandwidthCrawl(t *testing.T, u config.ByteRate, policy string, sites ...config.Site) (*bigWeb, []string, *node.Node) {
+	w := &bigWeb{pages: bwPages, size: map[string]int{}}
 	var hosts []string
 	for i, r := range bandwidth.PaperRatio {
 		h := fmt.Sprintf("s%d.bw.test", i+1)
-		w.pages[h] = int(r*float64(unit) + 0.5)
+		w.size[h] = int(r * bwPage)
 		hosts = append(hosts, h)
 	}
 	srv := httptest.NewServer(w)
@@ -143,8 +154,8 @@ func TestBandwidthMaxT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a crawl of a few seconds")
 	}
-	const u = 2_000_000
-	w, hosts, _ := runBandwidthCrawl(t, u, "maxt", 64<<10, 10)
+	const u = bwBudget
+	w, hosts, _ := runBandwidthCrawl(t, u, "maxt")
 	start, finish, bytes := w.siteTimes(t)
 	var total int
 	for _, b := range bytes {
@@ -173,8 +184,8 @@ func TestBandwidthSumT(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a crawl of a few seconds")
 	}
-	const u = 2_000_000
-	w, hosts, _ := runBandwidthCrawl(t, u, "sumt", 64<<10, 10)
+	const u = bwBudget
+	w, hosts, _ := runBandwidthCrawl(t, u, "sumt")
 	start, finish, bytes := w.siteTimes(t)
 	sites := make([]bandwidth.Site, len(hosts))
 	for i, h := range hosts {
@@ -212,13 +223,13 @@ func TestBandwidthDeadlines(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a crawl of a few seconds")
 	}
-	const u = 2_000_000
+	const u = bwBudget
 	deadlines := map[string]time.Duration{"s6.bw.test": 1200 * time.Millisecond, "s5.bw.test": 1500 * time.Millisecond}
 	var cs []config.Site
 	for h, d := range deadlines {
 		cs = append(cs, config.Site{Match: h, Deadline: d})
 	}
-	w, hosts, n := runBandwidthCrawl(t, u, "maxt", 64<<10, 10, cs...)
+	w, hosts, n := runBandwidthCrawl(t, u, "maxt", cs...)
 	start, finish, bytes := w.siteTimes(t)
 	sites := make([]bandwidth.Site, len(hosts))
 	for i, h := range hosts {
