@@ -269,6 +269,7 @@ func TestBandwidthDeadlines(t *testing.T) {
 			reportedCount, reportedSum = float64(h.GetSampleCount()), h.GetSampleSum()
 		}
 	}
+	t.Logf("reported: %v deadlines missed, %v lateness samples summing to %.3f s", reportedMissed, reportedCount, reportedSum)
 	if int(reportedMissed) != missed || reportedCount != float64(len(deadlines)) {
 		t.Errorf("reported %v missed deadlines and %v lateness samples; measured %d missed of %d", reportedMissed, reportedCount, missed, len(deadlines))
 	}
