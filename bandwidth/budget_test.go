@@ -168,3 +168,60 @@ func TestLimiterTake(t *testing.T) {
 		t.Errorf("used %d bytes, want 20", got)
 	}
 }
+
+// The estimates: a site nothing is known of is taken to be like the known
+// ones; a page in flight counts by its Content-Length; a site with nothing
+// left and no trip leaves at once; a paused site keeps its round's start.
+func TestBudgetEstimates(t *testing.T) {
+	w := &fakeWorld{now: time.Unix(1e9, 0), left: map[string]float64{"k1": 100e3, "k2": 300e3}}
+	b, err := New(Config{Limit: 1e6, Policy: MaxT, Now: w.Now, Remaining: w.Remaining, Idle: 5 * time.Second,
+		Site: func(h string) SiteInfo {
+			if h == "d" {
+				return SiteInfo{Deadline: time.Minute}
+			}
+			return SiteInfo{}
+		}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Begin("k1")
+	b.Begin("k2")
+	lu := b.Begin("u") // unknown: taken as (100k + 300k)/2
+	b.Reallocate()
+	if u, k1 := shareOf(b, "u").Rate, shareOf(b, "k1").Rate; !near(u, 1e6*200/600, 1) || !near(k1, 1e6*100/600, 1) {
+		t.Errorf("unknown site's share %v, k1's %v; want 333k, 167k", u, k1)
+	}
+	// u announces a 1 MB body: that is left at least.
+	lu.Expect(1e6)
+	b.Reallocate()
+	if u := shareOf(b, "u").Rate; !near(u, 1e6*1e6/1.4e6, 1) {
+		t.Errorf("unknown site with a 1 MB body in flight: share %v, want %v", u, 1e6*1e6/1.4e6)
+	}
+	// k1 is done: it leaves without waiting for Idle, its share goes to the rest.
+	b.End("k1")
+	w.mu.Lock()
+	w.left["k1"] = 0
+	w.mu.Unlock()
+	b.Reallocate()
+	if s := shareOf(b, "k1"); s.Host != "" {
+		t.Errorf("k1 still active: %+v", s)
+	}
+	// d (with a deadline, data left) pauses after Idle and comes back in
+	// the same round: its deadline still counts from its first trip.
+	w.mu.Lock()
+	w.left["d"] = 50e3
+	w.mu.Unlock()
+	b.Begin("d")
+	first := w.Now()
+	b.End("d")
+	w.advance(6 * time.Second)
+	b.Reallocate()
+	if s := shareOf(b, "d"); s.Host != "" {
+		t.Errorf("d still active after Idle: %+v", s)
+	}
+	b.Begin("d")
+	b.Reallocate()
+	if s := shareOf(b, "d"); !s.Deadline.Equal(first.Add(time.Minute)) {
+		t.Errorf("d's deadline %v, want %v (its round's start kept)", s.Deadline, first.Add(time.Minute))
+	}
+}
