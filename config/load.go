@@ -114,7 +114,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Cluster.Exchange, "exchange", cfg.Cluster.Exchange, "URL exchange listen address HOST:PORT (default: gossip port + 1)")
 	fs.IntVar(&cfg.Cluster.Phases, "phases", cfg.Cluster.Phases, "host-hash phases (raised to the member count)")
 	fs.DurationVar(&cfg.Cluster.PhaseDuration, "phase-duration", cfg.Cluster.PhaseDuration, "length of one phase epoch")
-	fs.Var(&cfg.Bandwidth.Limit, "bandwidth", "download budget of this node in `BYTES_PER_S` (KB, MB, KiB, MiB accepted; 0 = unlimited)")
+	fs.Var(&cfg.Bandwidth.Limit, "bandwidth", "download budget of this node in `BYTES_PER_S`: bytes per second, or with KB, MB, KiB, MiB (0 = unlimited)")
 	fs.StringVar(&cfg.Bandwidth.Policy, "bandwidth-policy", cfg.Bandwidth.Policy, "how the budget is shared: maxt (sites finish together) or sumt (least sum of completion times)")
 	fs.Var(stringList{&cfg.Cluster.NTP}, "ntp", "NTP server host[:port] for the cluster clock (repeatable; default: the local clock)")
 }
