@@ -288,15 +288,28 @@ func (b *Budget) Begin(host string) *Limiter {
 	return &Limiter{b: b, s: s, lim: lim}
 }
 
-// End marks a trip to host ended.
-func (b *Budget) End(host string) {
+// End marks a trip to host ended. paused says the site stops with URLs
+// left (its phase ended at a swap): it leaves the allocation at once,
+// keeping its round, and its share goes to the others.
+func (b *Budget) End(host string, paused bool) {
 	now := b.cfg.Now()
+	kick := false
 	b.mu.Lock()
 	if s := b.sites[host]; s != nil {
 		s.trips = max(s.trips-1, 0)
 		s.lastEnd = now
+		if paused && s.trips == 0 && s.active {
+			s.active = false
+			b.changed, kick = true, true
+		}
 	}
 	b.mu.Unlock()
+	if kick {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (b *Budget) activeLocked() int {

@@ -86,7 +86,7 @@ func TestBudgetReallocates(t *testing.T) {
 		t.Errorf("allocated %v, want 600k", got)
 	}
 	// a finishes: after Idle it leaves, its share goes to the others.
-	b.End("a")
+	b.End("a", false)
 	w.mu.Lock()
 	w.left["a"] = 0
 	w.mu.Unlock()
@@ -109,7 +109,7 @@ func TestBudgetReallocates(t *testing.T) {
 		t.Errorf("method after the deadline passed: %s, want stet", m)
 	}
 	// c ends 3 s late: lateness observed once.
-	b.End("c")
+	b.End("c", false)
 	w.mu.Lock()
 	w.left["c"] = 0
 	w.mu.Unlock()
@@ -198,7 +198,7 @@ func TestBudgetEstimates(t *testing.T) {
 		t.Errorf("unknown site with a 1 MB body in flight: share %v, want %v", u, 1e6*1e6/1.4e6)
 	}
 	// k1 is done: it leaves without waiting for Idle, its share goes to the rest.
-	b.End("k1")
+	b.End("k1", false)
 	w.mu.Lock()
 	w.left["k1"] = 0
 	w.mu.Unlock()
@@ -213,7 +213,7 @@ func TestBudgetEstimates(t *testing.T) {
 	w.mu.Unlock()
 	b.Begin("d")
 	first := w.Now()
-	b.End("d")
+	b.End("d", false)
 	w.advance(6 * time.Second)
 	b.Reallocate()
 	if s := shareOf(b, "d"); s.Host != "" {
@@ -223,5 +223,11 @@ func TestBudgetEstimates(t *testing.T) {
 	b.Reallocate()
 	if s := shareOf(b, "d"); !s.Deadline.Equal(first.Add(time.Minute)) {
 		t.Errorf("d's deadline %v, want %v (its round's start kept)", s.Deadline, first.Add(time.Minute))
+	}
+	// Its phase ends (a swap): it leaves at once, without waiting for Idle.
+	b.End("d", true)
+	b.Reallocate()
+	if s := shareOf(b, "d"); s.Host != "" {
+		t.Errorf("d still active after its phase ended: %+v", s)
 	}
 }

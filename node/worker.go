@@ -98,7 +98,8 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		cancel()
 	}
 	if n.bwOn {
-		n.bw.End(b.Host)
+		// URLs left: the phase is closing (or the node stopping).
+		n.bw.End(b.Host, t.next < len(t.items))
 	}
 	t.end(b.ID)
 }
