@@ -68,6 +68,11 @@ type Config struct {
 	DNS      DNS      `yaml:"dns"`
 	Cluster  Cluster  `yaml:"cluster"`
 
+	// Bandwidth caps the node's download rate and shares it among the
+	// sites (bandwidth.limit, bandwidth.policy; the file also takes
+	// "bandwidth: 2MB"). Default unlimited, policy maxt.
+	Bandwidth Bandwidth `yaml:"bandwidth"`
+
 	// Sites holds per-site settings (priority, revisit, deadline,
 	// bandwidth) for the hosts each entry matches; file only. Default none.
 	Sites []Site `yaml:"sites"`
@@ -360,12 +365,13 @@ func Default() Config {
 			MaxOutlinks:    10000,
 			MaxIdleConns:   4096,
 		},
-		Robots:   Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
-		Frontier: Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
-		Bucket:   Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
-		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
-		Log:      Log{Level: "info", Format: "text"},
-		DNS:      DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},
+		Robots:    Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
+		Frontier:  Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
+		Bucket:    Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
+		WARC:      WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
+		Log:       Log{Level: "info", Format: "text"},
+		DNS:       DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},
+		Bandwidth: Bandwidth{Policy: "maxt"},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
 			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour},
 	}
@@ -476,6 +482,7 @@ func (c Config) Validate() error {
 	}
 	errs = append(errs, c.Cluster.validate()...)
 	errs = append(errs, c.validateSites()...)
+	errs = append(errs, c.validateBandwidth()...)
 	if len(errs) > 0 {
 		return fmt.Errorf("config: %s", strings.Join(errs, "; "))
 	}

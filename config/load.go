@@ -117,6 +117,8 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Cluster.Exchange, "exchange", cfg.Cluster.Exchange, "URL exchange listen address HOST:PORT (default: gossip port + 1)")
 	fs.IntVar(&cfg.Cluster.Phases, "phases", cfg.Cluster.Phases, "host-hash phases (raised to the member count)")
 	fs.DurationVar(&cfg.Cluster.PhaseDuration, "phase-duration", cfg.Cluster.PhaseDuration, "length of one phase epoch")
+	fs.Var(&cfg.Bandwidth.Limit, "bandwidth", "download budget of this node in `BYTES_PER_S`: bytes per second, or with KB, MB, KiB, MiB (0 = unlimited)")
+	fs.StringVar(&cfg.Bandwidth.Policy, "bandwidth-policy", cfg.Bandwidth.Policy, "how the budget is shared: maxt (sites finish together) or sumt (least sum of completion times)")
 	fs.Var(stringList{&cfg.Cluster.NTP}, "ntp", "NTP server host[:port] for the cluster clock (repeatable; default: the local clock)")
 }
 
@@ -293,6 +295,12 @@ func ApplyEnv(cfg *Config, lookupEnv func(string) (string, bool)) error {
 	if lookupEnv == nil {
 		return nil
 	}
+	// PHASECRAWL_BANDWIDTH is the limit, as "bandwidth: 2MB" is in the file.
+	if s, ok := lookupEnv(EnvPrefix + "BANDWIDTH"); ok {
+		if err := cfg.Bandwidth.Limit.Set(s); err != nil {
+			return fmt.Errorf("config: bandwidth (%sBANDWIDTH=%q): %w", EnvPrefix, s, err)
+		}
+	}
 	return walk(reflect.ValueOf(cfg).Elem(), "", func(key string, v reflect.Value) error {
 		s, ok := lookupEnv(EnvName(key))
 		if !ok {
@@ -338,6 +346,9 @@ func walk(v reflect.Value, prefix string, fn func(key string, v reflect.Value) e
 var durationType = reflect.TypeOf(time.Duration(0))
 
 func setValue(v reflect.Value, s string) error {
+	if fv, ok := v.Addr().Interface().(flag.Value); ok {
+		return fv.Set(s) // ByteRate: units accepted
+	}
 	switch {
 	case v.Type() == durationType:
 		d, err := time.ParseDuration(s)

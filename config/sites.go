@@ -124,3 +124,74 @@ func (r *ByteRate) Set(s string) error {
 func (r *ByteRate) UnmarshalYAML(n *yaml.Node) error {
 	return r.Set(n.Value)
 }
+
+// Bandwidth is the node's download budget: at most Limit bytes per second
+// over all its fetches, shared among the sites by Policy (package
+// bandwidth). In the file it is either a rate or a section:
+//
+//	bandwidth: 2MB
+//
+//	bandwidth:
+//	  limit: 2MB
+//	  policy: sumt
+type Bandwidth struct {
+	// Limit caps the node's download rate, in bytes per second (KB, MB,
+	// KiB, MiB, ... accepted). Default 0: unlimited.
+	Limit ByteRate `yaml:"limit"`
+	// Policy shares the budget while every site's deadline can be met:
+	// "maxt" (the latest completion as early as possible: the sites finish
+	// together) or "sumt" (the least sum of completion times). When the
+	// deadlines cannot all be met the least total lateness is used instead.
+	// Default maxt.
+	Policy string `yaml:"policy"`
+}
+
+// BandwidthPolicies are the values of bandwidth.policy.
+var BandwidthPolicies = []string{"maxt", "sumt"}
+
+// UnmarshalYAML implements yaml.Unmarshaler: a scalar is the limit, a
+// mapping holds limit and policy.
+func (b *Bandwidth) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if err := b.Limit.Set(n.Value); err != nil {
+			return fmt.Errorf("line %d: bandwidth: %w", n.Line, err)
+		}
+		return nil
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if v.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: bandwidth.%s: want a scalar", v.Line, k.Value)
+			}
+			switch k.Value {
+			case "limit":
+				if err := b.Limit.Set(v.Value); err != nil {
+					return fmt.Errorf("line %d: bandwidth.limit: %w", v.Line, err)
+				}
+			case "policy":
+				b.Policy = v.Value
+			default:
+				return fmt.Errorf("line %d: bandwidth.%s: unknown key (want limit or policy)", k.Line, k.Value)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("line %d: bandwidth: want a rate (2MB) or a section with limit and policy", n.Line)
+}
+
+// validateBandwidth returns one message per bad bandwidth key.
+func (c Config) validateBandwidth() []string {
+	var errs []string
+	if c.Bandwidth.Limit < 0 {
+		errs = append(errs, fmt.Sprintf("bandwidth.limit=%d: must be 0 (unlimited) or more bytes per second", c.Bandwidth.Limit))
+	}
+	ok := false
+	for _, p := range BandwidthPolicies {
+		ok = ok || c.Bandwidth.Policy == p
+	}
+	if !ok {
+		errs = append(errs, fmt.Sprintf("bandwidth.policy=%q: must be maxt or sumt", c.Bandwidth.Policy))
+	}
+	return errs
+}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -67,6 +68,58 @@ func TestSitesValidate(t *testing.T) {
 	for _, want := range []string{"sites[0].match: required", "sites[1].match=", "sites[1].priority=5000: must be in -1000..1000", "sites[2].match=", "sites[2].revisit=-1ns"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+func TestBandwidthSettings(t *testing.T) {
+	file := func(s string) func(string) ([]byte, error) {
+		return func(string) ([]byte, error) { return []byte(s), nil }
+	}
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	for _, tc := range []struct {
+		name   string
+		yaml   string
+		args   []string
+		env    map[string]string
+		limit  ByteRate
+		policy string
+		err    string // a substring of the error; "" = none
+	}{
+		{name: "default", limit: 0, policy: "maxt"},
+		{name: "scalar", yaml: "bandwidth: 2MB\n", limit: 2000000, policy: "maxt"},
+		{name: "section", yaml: "bandwidth:\n  limit: 1.5MiB\n  policy: sumt\n", limit: 1572864, policy: "sumt"},
+		{name: "flag", args: []string{"--bandwidth", "512KiB", "--bandwidth-policy", "sumt"}, limit: 524288, policy: "sumt"},
+		{name: "flag over file", yaml: "bandwidth: 2MB\n", args: []string{"--bandwidth", "3MB"}, limit: 3000000, policy: "maxt"},
+		{name: "env", env: map[string]string{"PHASECRAWL_BANDWIDTH": "64KB", "PHASECRAWL_BANDWIDTH_POLICY": "sumt"}, limit: 64000, policy: "sumt"},
+		{name: "env limit key", env: map[string]string{"PHASECRAWL_BANDWIDTH_LIMIT": "1MB"}, limit: 1000000, policy: "maxt"},
+		{name: "bad policy", yaml: "bandwidth:\n  policy: fastest\n", err: "bandwidth.policy"},
+		{name: "unknown key", yaml: "bandwidth:\n  rate: 1MB\n", err: "bandwidth.rate"},
+		{name: "bad rate", yaml: "bandwidth: fast\n", err: "bandwidth"},
+		{name: "bad flag", args: []string{"--bandwidth", "-1MB"}, err: "bandwidth"},
+		{name: "bad env", env: map[string]string{"PHASECRAWL_BANDWIDTH": "x"}, err: "PHASECRAWL_BANDWIDTH"},
+	} {
+		args := append([]string{"--data", t.TempDir()}, tc.args...)
+		read := file("")
+		if tc.yaml != "" {
+			args = append([]string{"--config", "c.yaml"}, args...)
+			read = file(tc.yaml)
+		}
+		cfg, err := load(args, env(tc.env), io.Discard, read)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want one naming %s", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if cfg.Bandwidth.Limit != tc.limit || cfg.Bandwidth.Policy != tc.policy {
+			t.Errorf("%s: bandwidth %+v, want limit %d policy %s", tc.name, cfg.Bandwidth, tc.limit, tc.policy)
 		}
 	}
 }

@@ -338,7 +338,8 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 	// The body: within BodyTimeout, at MinRate or faster, until ctx ends.
 	max := c.cfg.MaxBodySize
 	var slow atomic.Bool
-	pc.conn.SetDeadline(time.Now().Add(c.cfg.BodyTimeout))
+	bodyDeadline := time.Now().Add(c.cfg.BodyTimeout)
+	pc.conn.SetDeadline(bodyDeadline)
 	stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
 	body := io.Reader(resp.Body)
 	var guard *rateGuard
@@ -348,6 +349,24 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 			pc.conn.SetReadDeadline(aLongTimeAgo)
 		})
 		body = guard
+	}
+	if l := bodyLimiterFrom(ctx); l != nil {
+		// The time spent waiting for the share is ours, not the server's:
+		// it moves the body deadline on. A cancellation or a too-slow
+		// verdict that came meanwhile is applied again.
+		extend := func(waited time.Duration) {
+			bodyDeadline = bodyDeadline.Add(waited)
+			pc.conn.SetDeadline(bodyDeadline)
+			if ctx.Err() != nil {
+				pc.conn.SetDeadline(aLongTimeAgo)
+			} else if slow.Load() {
+				pc.conn.SetReadDeadline(aLongTimeAgo)
+			}
+		}
+		body = &pacedReader{r: body, l: l, ctx: ctx, extend: extend}
+		if h, ok := l.(lengthHinter); ok && resp.ContentLength > 0 {
+			h.Expect(resp.ContentLength)
+		}
 	}
 	raw, rerr := readBounded(body, max+1, resp.ContentLength)
 	if guard != nil {

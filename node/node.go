@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/bandwidth"
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
@@ -212,7 +213,9 @@ type Node struct {
 	holder    Holder        // nil: no URL waits for an absent owner
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
-	cluster   io.Closer  // the cluster layer, closed before the frontier
+	bw        *bandwidth.Budget
+	bwOn      bool      // sites are paced or have deadlines (bandwidth.go)
+	cluster   io.Closer // the cluster layer, closed before the frontier
 	ln        net.Listener
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
@@ -432,6 +435,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: control metrics: %w", err)
 		}
 	}
+	if err := n.newBudget(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if opts.Listener != nil {
 		n.ln = opts.Listener
 	} else if cfg.HTTP != "" {
@@ -513,6 +519,13 @@ func (n *Node) Run(ctx context.Context) error {
 		defer wg.Done()
 		n.retryLane(ctx)
 	}()
+	if n.bwOn {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.bw.Run(ctx)
+		}()
+	}
 	if len(n.crashWARC) > 0 {
 		// Before the scheduler runs: these pages are IN_LIST again.
 		if k, err := n.recoverArchived(ctx); err != nil {

@@ -74,6 +74,13 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last
 	}
 	t.afterRestart()
+	var lim fetch.BodyLimiter
+	if n.bwOn {
+		// The host's share of the bandwidth budget paces its bodies.
+		if l := n.bw.Begin(b.Host); l != nil {
+			lim = l
+		}
+	}
 	for t.more() {
 		ctx, cancel := fetchCtx, context.CancelFunc(func() {})
 		if pd != nil {
@@ -87,8 +94,12 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 		}
 		it := t.items[t.next]
 		t.next++
-		t.fetchOne(ctx, it)
+		t.fetchOne(fetch.WithBodyLimiter(ctx, lim), it)
 		cancel()
+	}
+	if n.bwOn {
+		// URLs left: the phase is closing (or the node stopping).
+		n.bw.End(b.Host, t.next < len(t.items))
 	}
 	t.end(b.ID)
 }
