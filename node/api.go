@@ -258,7 +258,11 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 
 // Handler returns the node's HTTP API: the status page (/), /metrics,
 // /healthz, /readyz, /v1/status, /v1/members, /v1/crawl-log and POST
-// /v1/seeds, /v1/pause, /v1/resume.
+// /v1/seeds, /v1/pause, /v1/resume. Writes from another origin, a web page
+// that posts to the API from the operator's browser, are refused with 403
+// whether or not a token is set (net/http's CrossOriginProtection: the
+// browser's Sec-Fetch-Site or Origin header); clients that send neither, as
+// curl and phasecrawl's own commands do, are not affected.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.m.Registry, promhttp.HandlerOpts{}))
@@ -281,7 +285,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/crawl-log", n.handleCrawlLog)
 	mux.HandleFunc("GET /v1/members", n.handleMembers)
 	mux.HandleFunc("GET /{$}", serveStatusPage)
-	return n.requireToken(mux)
+	return http.NewCrossOriginProtection().Handler(n.requireToken(mux))
 }
 
 // handleSeeds takes one URL a line, or a JSON array of URLs, as a stream: the URLs are added

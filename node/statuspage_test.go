@@ -181,3 +181,43 @@ func TestMembersView(t *testing.T) {
 		t.Errorf("unreachable member: %+v", d)
 	}
 }
+
+// TestAPIRefusesCrossOriginWrites: a web page in the operator's browser
+// cannot post to a loopback API without a token (the browser sends
+// Sec-Fetch-Site or Origin); a client that sends neither can.
+func TestAPIRefusesCrossOriginWrites(t *testing.T) {
+	srv, _ := site(t)
+	n, stop := start(t, testConfig(t, srv))
+	defer stop()
+	base := "http://" + n.Addr().String()
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"cross-site fetch", map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"other origin", map[string]string{"Origin": "http://attacker.example"}, http.StatusForbidden},
+		{"same origin", map[string]string{"Sec-Fetch-Site": "same-origin"}, http.StatusOK},
+		{"no browser headers", nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/pause", "/v1/resume"} {
+				req, err := http.NewRequest(http.MethodPost, base+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range tc.header {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != tc.want {
+					t.Errorf("POST %s: %d, want %d", path, resp.StatusCode, tc.want)
+				}
+			}
+		})
+	}
+}
