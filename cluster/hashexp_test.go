@@ -95,14 +95,31 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-// TestPrintHashTables prints the Markdown tables for the README (KSpider
-// Figures 9 and 10): go test ./cluster -run TestPrintHashTables -v
+// TestPrintHashTables prints the Markdown tables of the paper's experiment
+// (KSpider Figures 9 and 10): go test ./cluster -run TestPrintHashTables -v.
+// Each table must appear verbatim in the design note that quotes them, so
+// that the figures there are the ones the code produces today.
 func TestPrintHashTables(t *testing.T) {
 	lists := experimentLists(t)
+	doc, err := os.ReadFile(paperExperimentDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var b strings.Builder
 	for _, name := range []string{synthWebName, siteName} {
-		b.WriteString(NodeTable(name, lists[name], 2, 10).Markdown() + "\n")
-		b.WriteString(PhaseTable(name, lists[name], 2, 10).Markdown() + "\n")
+		for _, tab := range []HashTable{NodeTable(name, lists[name], 2, 10), PhaseTable(name, lists[name], 2, 10)} {
+			if len(tab.Rows) != 9 || tab.Rows[0].N != 2 || tab.Rows[8].N != 10 {
+				t.Errorf("%s, per %s: rows %d, want N = 2..10", name, tab.Kind, len(tab.Rows))
+			}
+			md := tab.Markdown()
+			if !strings.Contains(string(doc), md) {
+				t.Errorf("%s does not hold the table of %s per %s as the code computes it today:\n%s", paperExperimentDoc, name, tab.Kind, md)
+			}
+			b.WriteString(md + "\n")
+		}
 	}
 	t.Log("\n" + b.String())
 }
+
+// paperExperimentDoc is the design note that quotes the tables.
+const paperExperimentDoc = "../docs/design/paper-experiment.md"

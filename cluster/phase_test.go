@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -432,22 +433,54 @@ func TestScheduleConfigValidate(t *testing.T) {
 	}
 }
 
+// TestScheduleConcurrent changes the members and reads the phase from
+// several goroutines at once (for the race detector): every change is
+// scheduled for the next epoch or the one after, every read is a state a
+// member of the lists set could be in, and the list set last is the latest.
 func TestScheduleConcurrent(t *testing.T) {
-	s := newTestSchedule(t, "a", nil)
+	s := newTestSchedule(t, "a", nil) // 10s epochs
+	d := s.cfg.PhaseDuration
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bad) < 10 {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
 	for i := range 4 {
 		wg.Go(func() {
 			for j := range 500 {
 				if i%2 == 0 {
-					s.SetMembers([]string{"a", fmt.Sprint(j % 3)})
-				} else {
-					s.Active(time.Now())
-					_ = s.At(time.Now())
+					e := Epoch(time.Now(), d)
+					if from := s.SetMembers([]string{"a", fmt.Sprint(j % 3)}); from < e+1 || from > e+3 {
+						fail("SetMembers in epoch %d scheduled the list from epoch %d", e, from)
+					}
+					continue
+				}
+				if p, n, _ := s.Active(time.Now()); n < 1 || p < 0 || p >= n {
+					fail("Active = phase %d of %d", p, n)
+				}
+				st := s.At(time.Now())
+				if st.NPhase < 1 || st.Phase < -1 || st.Phase >= st.NPhase {
+					fail("At: phase %d of %d", st.Phase, st.NPhase)
+				}
+				if st.Members != nil && (len(st.Members) != 2 || !slices.Contains(st.Members, "a")) {
+					fail("At: members %v, want a and one other", st.Members)
 				}
 			}
 		})
 	}
 	wg.Wait()
+	if len(bad) > 0 {
+		t.Errorf("concurrent schedule:\n%s", strings.Join(bad, "\n"))
+	}
+	// Both writers set {a, 499 mod 3} last.
+	if got := s.Latest(); !slices.Equal(got, []string{"1", "a"}) {
+		t.Errorf("Latest = %v, want [1 a]", got)
+	}
 }
 
 // TestScheduleHoldAndBusyHosts: a held node works on no phase (current -1,

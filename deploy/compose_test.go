@@ -263,7 +263,7 @@ func TestComposeFile(t *testing.T) {
 	t.Run("docker-compose config", func(t *testing.T) {
 		cmd := composeCommand()
 		if cmd == nil {
-			t.Skip("neither docker-compose nor docker compose is installed")
+			noDocker(t, "neither docker-compose nor docker compose is installed")
 		}
 		dir := t.TempDir()
 		env := composeEnv(t, dir, "phasecrawl:check", []int{7071, 7072, 7073, 7074})
@@ -322,16 +322,36 @@ func composeEnv(t *testing.T, dir, image string, apiPorts []int) []string {
 	return env
 }
 
-// dockerAvailable skips the test unless a Docker engine answers.
+// requireDockerEnv names the variable that makes a missing Docker engine
+// or compose tool a failure instead of a skip; .ci/run sets it (the CI
+// machine has both), as does CI=true.
+const requireDockerEnv = "PHASECRAWL_REQUIRE_DOCKER"
+
+// dockerRequired reports whether the Docker tests must run here.
+func dockerRequired() bool {
+	return os.Getenv(requireDockerEnv) == "1" || os.Getenv("CI") == "true"
+}
+
+// noDocker fails the test when Docker is required here and skips it
+// otherwise, saying why and how to run it.
+func noDocker(t *testing.T, why string) {
+	t.Helper()
+	if dockerRequired() {
+		t.Fatalf("%s (%s=1 or CI=true: this machine must run the Docker tests; .ci/run starts dockerd)", why, requireDockerEnv)
+	}
+	t.Skipf("skipped (start a Docker engine with docker-compose to run it; %s=1 makes this a failure): %s", requireDockerEnv, why)
+}
+
+// dockerAvailable returns unless a Docker engine answers; then noDocker.
 func dockerAvailable(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
-		t.Skip("docker is not installed: the compose cluster test needs a Docker engine")
+		noDocker(t, "docker is not installed: the compose cluster test needs a Docker engine")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
-		t.Skipf("no Docker engine (docker info: %v): the compose cluster test needs one\n%s", err, out)
+		noDocker(t, fmt.Sprintf("no Docker engine answers (docker info: %v): the compose cluster test needs one\n%s", err, out))
 	}
 }
 
@@ -345,7 +365,7 @@ func TestComposeCluster(t *testing.T) {
 	dockerAvailable(t)
 	compose := composeCommand()
 	if compose == nil {
-		t.Skip("neither docker-compose nor docker compose is installed")
+		noDocker(t, "neither docker-compose nor docker compose is installed")
 	}
 	root := repoRoot(t)
 	rnd := make([]byte, 4)

@@ -157,6 +157,8 @@ func TestTruncatedFile(t *testing.T) {
 	t.Logf("truncated file: %v", err)
 }
 
+// TestEmptyFileIsNew: an empty file (a crash between its creation and the
+// first write) opens as a new, empty frontier that takes URLs and keeps them.
 func TestEmptyFileIsNew(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
@@ -166,7 +168,23 @@ func TestEmptyFileIsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = f.Close()
+	if c := f.Counts(); c.Total() != 0 {
+		t.Errorf("new frontier counts %+v, want none", c)
+	}
+	if n, err := f.Add(ctx, []NewURL{{URL: "http://a.test/x"}}); err != nil || n != 1 {
+		t.Fatalf("Add to the new frontier: %d added, %v", n, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Open(Options{Path: path, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if c := g.Counts(); c.InList != 1 || c.Total() != 1 {
+		t.Errorf("reopened frontier counts %+v, want the one URL in the list", c)
+	}
 }
 
 func TestClose(t *testing.T) {

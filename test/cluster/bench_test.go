@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // metricSum sums the samples of one series name in a /metrics text.
@@ -88,7 +90,7 @@ func BenchmarkCrawl(b *testing.B) {
 				}
 				var doneAt time.Time
 				seen := 0
-				waitUntil(b, 5*time.Minute, "crawl done", func() bool {
+				harness.WaitUntil(b, 5*time.Minute, "crawl done", func() bool {
 					if crawlDone(ps) {
 						if seen == 0 {
 							doneAt = time.Now()
@@ -114,7 +116,7 @@ func BenchmarkCrawl(b *testing.B) {
 					b.Errorf("%d pages fetched, want %d", int(pages), exp.Fetches)
 				}
 				pagesPerSec = pages / doneAt.Sub(start).Seconds()
-				if rep, err := webReport(webAddr); err == nil {
+				if rep, err := harness.WebReport(webAddr); err == nil {
 					dups = float64(rep.Duplicates)
 				}
 				if os.Getenv("PHASECRAWL_BENCH_SERIES") != "" {
@@ -137,7 +139,7 @@ func BenchmarkCrawl(b *testing.B) {
 // logSeries logs the pages the web served per second of the crawl and the
 // hosts whose last page came latest (PHASECRAWL_BENCH_SERIES=1).
 func logSeries(b *testing.B, webAddr string, start time.Time) {
-	visits, err := webVisits(webAddr)
+	visits, err := harness.WebVisits(webAddr)
 	if err != nil {
 		b.Log(err)
 		return

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -95,7 +96,7 @@ func TestProcChurn(t *testing.T) {
 	var faults []fault
 	settle := func(what string, ps []*proc, within time.Duration) {
 		t.Helper()
-		waitUntil(t, within, what, func() bool { return c.formed(ps) })
+		harness.WaitUntil(t, within, what, func() bool { return c.formed(ps) })
 	}
 	gap := func() { time.Sleep(time.Duration(1000+rng.Intn(2000)) * time.Millisecond) }
 	pick := func() *proc { return running[rng.Intn(len(running))] }
@@ -189,7 +190,7 @@ func TestProcChurn(t *testing.T) {
 	waitDone(t, running, 10*time.Minute+2*churn)
 	t.Logf("%6.1fs crawl done", time.Since(start).Seconds())
 
-	rep, err := webReport(webAddr)
+	rep, err := harness.WebReport(webAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestProcChurn(t *testing.T) {
 	// window runs from the signal (or a joiner's start) until the members
 	// agree again, plus slack: a resumed or restarted node finishes the trips
 	// it had, and the phase assignment follows membership at the next epoch.
-	visits, err := webVisits(webAddr)
+	visits, err := harness.WebVisits(webAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestProcChurn(t *testing.T) {
 	examples := make([][]string, len(faults)) // a few overlaps and gaps per window, with their times
 	var outside []synthweb.Incident
 	dups := 0
-	for _, in := range synthweb.Incidents(visits, hostGap(exp, c.delay)) {
+	for _, in := range synthweb.Incidents(visits, harness.HostGap(exp, c.delay)) {
 		if in.Kind == "duplicate" {
 			dups++
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -30,7 +31,7 @@ func startCluster(t testing.TB, c *procCluster, n int) []*proc {
 		p.waitUp()
 		ps = append(ps, p)
 	}
-	waitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
+	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
 	return ps
 }
 
@@ -139,7 +140,7 @@ func TestProcJoinAndLeave(t *testing.T) {
 	var joiner *proc
 	var pr progress
 	seen := 0
-	waitUntil(t, 5*time.Minute, "crawl done with a join and a leave", func() bool {
+	harness.WaitUntil(t, 5*time.Minute, "crawl done with a join and a leave", func() bool {
 		total := pr.total(all)
 		switch {
 		case joiner == nil && total >= int64(exp.Fetches)/3:
@@ -225,38 +226,23 @@ func TestProcKillAndRestart(t *testing.T) {
 	webAddr := c.webAddr
 	victim := ps[2]
 	var pr progress
-	waitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
+	harness.WaitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
 	st, err := victim.status()
 	if err != nil {
 		t.Fatal(err)
 	}
 	killAt := time.Now()
-	if err := victim.stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("kill -9 of node2: %v", err)
-	}
+	kill9(t, victim)
 	killedAt := pr.total(ps[:2])
 	t.Logf("node2 killed at %s with %d trips in flight at %d pages", killAt.UTC().Format("15:04:05.000"), st.Bucket.Fetching, killedAt)
 	// While it is away, the others take its share of the new URLs: they
 	// have declared it dead.
-	waitUntil(t, time.Minute, "the others see node2 dead", func() bool {
-		for _, p := range ps[:2] {
-			s, err := p.status()
-			if err != nil {
-				return false
-			}
-			for _, m := range s.Members {
-				if m.Name == victim.name && m.State == "alive" {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	waitSeenDead(t, victim, ps[:2])
 	seenDead := time.Now()
 	t.Logf("node2 seen dead after %v", seenDead.Sub(killAt).Round(time.Millisecond))
 	// Away for a while (cluster.takeover_after is longer): the URLs of its
 	// share reach the others, which keep them for it.
-	waitUntil(t, time.Minute, "the others crawl on without node2", func() bool {
+	harness.WaitUntil(t, time.Minute, "the others crawl on without node2", func() bool {
 		if time.Since(seenDead) < 3*time.Second {
 			return false
 		}
@@ -269,23 +255,18 @@ func TestProcKillAndRestart(t *testing.T) {
 	waitDone(t, ps, 4*time.Minute)
 	rep := checkCrawl(t, webAddr, exp, c.delay, 4, exp.Fetches, ps) // duplicates are classified below
 
-	dup := map[string]bool{}
-	for u, n := range rep.URLs {
-		if n > 1 && exp.Pages[u] {
-			dup[u] = true
-		}
-	}
+	dup := harness.Duplicated(rep, exp)
 	var inTrip, takenOver, cut int
 	var unexplained []string
-	for u, evs := range fetchEvents(dirsOf(ps), dup) {
+	for u, evs := range harness.FetchEvents(dirsOf(ps), dup) {
 		switch {
-		case len(evs) == 1 && evs[0].at.After(killAt):
+		case len(evs) == 1 && evs[0].At.After(killAt):
 			cut++ // the request in flight at the kill never reached the log
-		case len(evs) == 2 && evs[0].node == victim.name && evs[0].at.Before(killAt) &&
-			evs[1].node == victim.name && evs[1].at.After(restartAt):
+		case len(evs) == 2 && evs[0].Node == victim.name && evs[0].At.Before(killAt) &&
+			evs[1].Node == victim.name && evs[1].At.After(restartAt):
 			inTrip++
-		case len(evs) == 2 && evs[0].node == victim.name && evs[0].at.Before(killAt) &&
-			evs[1].node != victim.name && evs[1].at.After(killAt):
+		case len(evs) == 2 && evs[0].Node == victim.name && evs[0].At.Before(killAt) &&
+			evs[1].Node != victim.name && evs[1].At.After(killAt):
 			takenOver++
 		default:
 			unexplained = append(unexplained, fmt.Sprintf("%s: %v", u, evs))

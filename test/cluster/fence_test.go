@@ -1,12 +1,11 @@
 package cluster_test
 
 import (
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // TestProcTwoNodesFenced: in a cluster of two, the member left alone when
@@ -27,12 +26,10 @@ func TestProcTwoNodesFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pr progress
-	waitUntil(t, 3*time.Minute, "20% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)/5 })
-	if err := ps[1].stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("kill -9 of node1: %v", err)
-	}
+	harness.WaitUntil(t, 3*time.Minute, "20% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)/5 })
+	kill9(t, ps[1])
 	want := "sees 1 of 2 members of the agreed view; a majority is 2"
-	waitUntil(t, 30*time.Second, "node0 fenced", func() bool {
+	harness.WaitUntil(t, 30*time.Second, "node0 fenced", func() bool {
 		st, err := ps[0].status()
 		return err == nil && st.Phase.Fenced == want && st.Phase.Current == -1
 	})
@@ -59,7 +56,7 @@ func TestProcTwoNodesFenced(t *testing.T) {
 	}
 	ps[1].start(ps[0].gossip)
 	ps[1].waitUp()
-	waitUntil(t, time.Minute, "both unfenced and on a phase", func() bool {
+	harness.WaitUntil(t, time.Minute, "both unfenced and on a phase", func() bool {
 		if !c.formed(ps) {
 			return false
 		}

@@ -15,10 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +27,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
 
@@ -49,17 +46,6 @@ func TestMain(m *testing.M) {
 func phasecrawlBin(t testing.TB) string {
 	t.Helper()
 	return testbin.Path(t)
-}
-
-// freePort returns a TCP port free on ip right now.
-func freePort(t testing.TB, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatalf("listen on %s (loopback alias): %v", ip, err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // procCluster is a set of node processes crawling one synthetic web.
@@ -112,9 +98,9 @@ func newProcCluster(t testing.TB, web *synthweb.Web, webAddr string) *procCluste
 func (c *procCluster) add(i int) *proc {
 	ip := fmt.Sprintf("127.0.0.%d", i+1)
 	p := &proc{c: c, name: fmt.Sprintf("node%d", i), ip: ip, keyFile: c.keyFile}
-	p.api = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
-	p.gossip = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
-	p.exchange = net.JoinHostPort(ip, strconv.Itoa(freePort(c.t, ip)))
+	p.api = net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(c.t, ip)))
+	p.gossip = net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(c.t, ip)))
+	p.exchange = net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(c.t, ip)))
 	p.data = filepath.Join(c.dir, p.name)
 	p.logPath = filepath.Join(c.dir, p.name+".log")
 	c.mu.Lock()
@@ -146,13 +132,7 @@ func (p *proc) start(join ...string) {
 	c := p.c
 	c.t.Helper()
 	cmd := exec.Command(c.bin, c.args(p, join)...)
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PHASECRAWL_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env,
+	cmd.Env = harness.NodeEnv(
 		"PHASECRAWL_CLUSTER_GUARD="+c.guard.String(),
 		"PHASECRAWL_CLUSTER_FAST_GOSSIP=true",
 		"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms",
@@ -160,29 +140,18 @@ func (p *proc) start(join ...string) {
 		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
 	)
 	cmd.Env = append(cmd.Env, c.env...)
-	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	header := fmt.Sprintf("---- start %d: %s", p.starts+1, strings.Join(cmd.Args, " "))
+	done, err := harness.StartLogged(cmd, p.logPath, header, func(err error) { p.exitErr = err })
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	fmt.Fprintf(lf, "---- start %d: %s\n", p.starts+1, strings.Join(cmd.Args, " "))
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		lf.Close()
 		c.t.Fatalf("start %s: %v", p.name, err)
 	}
-	p.cmd, p.done, p.starts = cmd, make(chan struct{}), p.starts+1
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		err := cmd.Wait()
-		lf.Close()
-		p.exitErr = err
-		close(done)
-	}(cmd, p.done)
+	p.cmd, p.done, p.starts = cmd, done, p.starts+1
 }
 
 // waitUp waits until the node's API answers (it has joined and opened).
 func (p *proc) waitUp() {
 	p.c.t.Helper()
-	waitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+	harness.WaitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
 		if !p.running() {
 			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
 		}
@@ -193,15 +162,7 @@ func (p *proc) waitUp() {
 
 // running reports whether the process has not exited.
 func (p *proc) running() bool {
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	return p.cmd != nil && !harness.Closed(p.done)
 }
 
 // stop sends sig and waits (at most within) for the process to exit.
@@ -218,6 +179,33 @@ func (p *proc) stop(sig syscall.Signal, within time.Duration) error {
 		<-p.done
 		return fmt.Errorf("%s did not exit within %s after %v", p.name, within, sig)
 	}
+}
+
+// kill9 kills p with SIGKILL and fails the test unless it died of it.
+func kill9(t testing.TB, p *proc) {
+	t.Helper()
+	if err := p.stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("kill -9 of %s: %v", p.name, err)
+	}
+}
+
+// waitSeenDead waits until none of others lists dead as alive.
+func waitSeenDead(t testing.TB, dead *proc, others []*proc) {
+	t.Helper()
+	harness.WaitUntil(t, time.Minute, "the others see "+dead.name+" dead", func() bool {
+		for _, p := range others {
+			s, err := p.status()
+			if err != nil {
+				return false
+			}
+			for _, m := range s.Members {
+				if m.Name == dead.name && m.State == "alive" {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 func (c *procCluster) killAll() {
@@ -237,29 +225,10 @@ func (c *procCluster) killAll() {
 }
 
 // grep returns the lines of the node's log whose msg starts with one of msgs.
-func (p *proc) grep(msgs ...string) string {
-	b, _ := os.ReadFile(p.logPath)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, m := range msgs {
-			if strings.Contains(l, `"msg":"`+m) {
-				out = append(out, l)
-				break
-			}
-		}
-	}
-	return strings.Join(out, "\n")
-}
+func (p *proc) grep(msgs ...string) string { return harness.LogGrep(p.logPath, msgs...) }
 
 // tail returns the last n lines of the node's log.
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *proc) tail(n int) string { return harness.LogTail(p.logPath, n) }
 
 // logRecords returns the JSON log records of the node whose msg is msg.
 func (p *proc) logRecords(msg string) []map[string]any {
@@ -283,104 +252,36 @@ func (p *proc) logRecords(msg string) []map[string]any {
 	return out
 }
 
-var httpClient = &http.Client{Timeout: 5 * time.Second}
-
 // status reads the node's /v1/status.
-func (p *proc) status() (node.Status, error) {
-	var st node.Status
-	resp, err := httpClient.Get("http://" + p.api + "/v1/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("status %s", resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
+func (p *proc) status() (node.Status, error) { return harness.Status(p.api) }
 
 // metrics reads the node's /metrics as text.
-func (p *proc) metrics() (string, error) {
-	resp, err := httpClient.Get("http://" + p.api + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
-}
-
-// waitUntil polls cond every 200ms until it holds or timeout passes.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout (%s): %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+func (p *proc) metrics() (string, error) { return harness.Metrics(p.api) }
 
 // formed reports whether every running node sees exactly the running nodes
 // alive and works on a phase.
-func (c *procCluster) formed(ps []*proc) bool {
-	for _, p := range ps {
-		st, err := p.status()
-		if err != nil || st.Phase.Current < 0 || st.Phase.NPhase < len(ps) {
-			// Not yet working on a phase of a schedule that counts every
-			// member (a join applies from the epoch it announced).
-			return false
-		}
-		alive := 0
-		for _, m := range st.Members {
-			if m.State == "alive" {
-				alive++
-			}
-		}
-		if alive != len(ps) {
-			return false
-		}
-	}
-	return true
-}
+func (c *procCluster) formed(ps []*proc) bool { return harness.Formed(apis(ps)) }
 
 // postSeeds posts the web's seeds to p (they reach their owners).
-func (p *proc) postSeeds(seeds []string) error {
-	b, _ := json.Marshal(seeds)
-	resp, err := httpClient.Post("http://"+p.api+"/v1/seeds", "application/json", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /v1/seeds: %s: %s", resp.Status, body)
-	}
-	return nil
-}
+func (p *proc) postSeeds(seeds []string) error { return harness.PostSeeds(p.api, "", seeds) }
 
 // crawlDone reports whether every running node is done with an empty outbox.
-func crawlDone(ps []*proc) bool {
+func crawlDone(ps []*proc) bool { return harness.CrawlDone(apis(ps)) }
+
+// apis returns the API addresses of ps.
+func apis(ps []*proc) []string {
+	var out []string
 	for _, p := range ps {
-		st, err := p.status()
-		if err != nil || !st.Done {
-			return false
-		}
-		for _, n := range st.Outbox {
-			if n > 0 {
-				return false
-			}
-		}
+		out = append(out, p.api)
 	}
-	return true
+	return out
 }
 
 // waitDone waits until the crawl is done on every running node, twice in a row.
 func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
 	t.Helper()
 	seen := 0
-	waitUntil(t, timeout, "crawl done on every node", func() bool {
+	harness.WaitUntil(t, timeout, "crawl done on every node", func() bool {
 		if crawlDone(ps) {
 			seen++
 		} else {
@@ -420,60 +321,12 @@ func clusterWebWith(t testing.TB, scale, traps int) (*synthweb.Web, string, synt
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, "127.0.0.1")))
-	cmd := exec.Command(phasecrawlBin(t), "synthweb", "--listen", addr, "--trap-hosts", strconv.Itoa(traps),
-		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	waitUntil(t, 30*time.Second, "synthweb process answers", func() bool {
-		_, err := webReport(addr)
-		return err == nil
-	})
-	exp := web.Expected(synthweb.Scope{Domains: []string{wc.Domain}, MaxPagesPerHost: webnode.MaxPagesPerHost,
-		UserAgent: config.Default().UserAgent})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(harness.FreePort(t, "127.0.0.1")))
+	exp := harness.StartWeb(t, exec.Command(phasecrawlBin(t), harness.WebArgs(addr, wc)...), addr, web)
 	if exp.Fetches < 20000 {
 		t.Fatalf("the cluster web has %d reachable pages, want >= 20000", exp.Fetches)
 	}
 	return web, addr, exp
-}
-
-// webReport reads what the synthweb process at addr served.
-func webReport(addr string) (synthweb.Report, error) {
-	var rep synthweb.Report
-	err := webJSON(addr, synthweb.ReportPath, &rep)
-	return rep, err
-}
-
-// hostGap is the shortest allowed gap between two requests to a host: the
-// crawl's delay or the host's Crawl-delay (synthweb.Incidents' need).
-func hostGap(exp synthweb.Expectation, delay time.Duration) func(host string) time.Duration {
-	return func(h string) time.Duration { return max(delay, exp.CrawlDelay[h]) }
-}
-
-// webVisits reads every request the web served (synthweb.Web.Visits).
-func webVisits(addr string) (map[string][]synthweb.Visit, error) {
-	var vs map[string][]synthweb.Visit
-	err := webJSON(addr, synthweb.VisitsPath, &vs)
-	return vs, err
-}
-
-// webJSON decodes the JSON the synthweb process at addr serves at path into v.
-func webJSON(addr, path string, v any) error {
-	resp, err := httpClient.Get("http://" + addr + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("synthweb %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // checkCrawl applies the synthweb oracle to the whole cluster: every
@@ -484,21 +337,12 @@ func webJSON(addr, path string, v any) error {
 // robots.txt: once, unless a node restarted and lost its copies).
 func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay time.Duration, robotsPerHost, maxDup int, procs []*proc) synthweb.Report {
 	t.Helper()
-	rep, err := webReport(webAddr)
+	rep, err := harness.WebReport(webAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var vs []string
+	vs := harness.Violations(rep, exp, delay, robotsPerHost)
 	dups := 0
-	for _, v := range rep.Check(exp, delay) {
-		switch {
-		case strings.Contains(v, "robots.txt fetched"), strings.HasSuffix(v, ": robots.txt fetches"):
-			continue // checked below
-		case strings.HasPrefix(v, "duplicate: "), strings.HasSuffix(v, ": duplicate fetches"):
-			continue // counted below
-		}
-		vs = append(vs, v)
-	}
 	for u, n := range rep.URLs {
 		if n > 1 && exp.Pages[u] {
 			dups += n - 1
@@ -512,17 +356,12 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 			}
 		}
 	}
-	for h := range exp.Contacted {
-		if r := rep.Hosts[h].RobotsFetches; r < 1 || r > robotsPerHost {
-			vs = append(vs, fmt.Sprintf("host %s: robots.txt fetched %d times, want 1..%d", h, r, robotsPerHost))
-		}
-	}
 	if len(vs) > 0 {
 		// Say when each overlap and short gap happened (the nodes log their
 		// membership changes and phase swaps with times).
-		if visits, err := webVisits(webAddr); err == nil {
+		if visits, err := harness.WebVisits(webAddr); err == nil {
 			n := 0
-			for _, in := range synthweb.Incidents(visits, hostGap(exp, delay)) {
+			for _, in := range synthweb.Incidents(visits, harness.HostGap(exp, delay)) {
 				if in.Kind != "duplicate" && n < 20 {
 					vs = append(vs, "  at "+in.At.UTC().Format("15:04:05.000000")+": "+in.String())
 					n++
@@ -539,15 +378,7 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 }
 
 // pagesFetched sums pages_fetched over ps (statuses that fail count 0).
-func pagesFetched(ps []*proc) int64 {
-	var total int64
-	for _, p := range ps {
-		if st, err := p.status(); err == nil {
-			total += st.PagesFetched
-		}
-	}
-	return total
-}
+func pagesFetched(ps []*proc) int64 { return harness.PagesFetched(apis(ps)) }
 
 func dirsOf(ps []*proc) map[string]string {
 	m := map[string]string{}
@@ -555,12 +386,6 @@ func dirsOf(ps []*proc) map[string]string {
 		m[p.name] = p.data
 	}
 	return m
-}
-
-// fetchEvent is one fetch of a URL as a node's crawl log has it.
-type fetchEvent struct {
-	node string
-	at   time.Time
 }
 
 // logEntry is a crawl log line (the fields the tests read).
@@ -596,21 +421,6 @@ func eachLogEntry(dirs map[string]string, urls []string, fn func(node string, e 
 		}
 		f.Close()
 	}
-}
-
-// fetchEvents returns every fetch of the given URLs in the nodes' crawl
-// logs, by URL, oldest first.
-func fetchEvents(dirs map[string]string, urls map[string]bool) map[string][]fetchEvent {
-	out := map[string][]fetchEvent{}
-	eachLogEntry(dirs, slices.Collect(maps.Keys(urls)), func(node string, e logEntry) {
-		if urls[e.URL] && e.Status > 0 {
-			out[e.URL] = append(out[e.URL], fetchEvent{node, e.Time})
-		}
-	})
-	for _, evs := range out {
-		slices.SortFunc(evs, func(a, b fetchEvent) int { return a.at.Compare(b.at) })
-	}
-	return out
 }
 
 // crawlLogLines returns what each node's crawl log says about url: node,

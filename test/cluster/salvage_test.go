@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/salvage"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // runSalvage runs `phasecrawl salvage args...` (bounded to two minutes) and
@@ -105,33 +105,18 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	}
 	victim, survivors := ps[2], ps[:2]
 	var pr progress
-	waitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
+	harness.WaitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
 	st, err := victim.status()
 	if err != nil {
 		t.Fatal(err)
 	}
 	killAt := time.Now()
-	if err := victim.stop(syscall.SIGKILL, 10*time.Second); err == nil || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("kill -9 of %s: %v", victim.name, err)
-	}
+	kill9(t, victim)
 	t.Logf("%s killed with %d trips in flight at %d pages", victim.name, st.Bucket.Fetching, pr.total(ps))
-	waitUntil(t, time.Minute, "the others see the killed node dead", func() bool {
-		for _, p := range survivors {
-			s, err := p.status()
-			if err != nil {
-				return false
-			}
-			for _, m := range s.Members {
-				if m.Name == victim.name && m.State == "alive" {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	waitSeenDead(t, victim, survivors)
 	seenDead := time.Now()
 	// The survivors take its share over and crawl all they can reach.
-	waitUntil(t, time.Minute, "the survivors take the dead node's share over", func() bool {
+	harness.WaitUntil(t, time.Minute, "the survivors take the dead node's share over", func() bool {
 		for _, p := range survivors {
 			if len(p.logRecords("members away too long: crawling their share")) == 0 {
 				return false
@@ -140,7 +125,7 @@ func TestProcSalvageDeadNode(t *testing.T) {
 		return true
 	})
 	waitDone(t, survivors, 4*time.Minute)
-	before, err := webReport(webAddr)
+	before, err := harness.WebReport(webAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,33 +163,28 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	waitDone(t, survivors, 4*time.Minute)
 	rep := checkCrawl(t, webAddr, exp, c.delay, len(ps), exp.Fetches, ps) // duplicates are classified below
 
-	dup := map[string]bool{}
-	for u, n := range rep.URLs {
-		if n > 1 && exp.Pages[u] {
-			dup[u] = true
-		}
-	}
+	dup := harness.Duplicated(rep, exp)
 	var cut, unrecorded, unreplicated, replicaPending, afterSalvage int
 	var gap time.Duration // the longest time from a fetch recorded and not replicated to the kill
 	var refetched, unexplained []string
-	for u, evs := range fetchEvents(dirsOf(ps), dup) {
+	for u, evs := range harness.FetchEvents(dirsOf(ps), dup) {
 		first, last := evs[0], evs[len(evs)-1]
 		switch {
-		case len(evs) == 1 && first.at.After(killAt):
+		case len(evs) == 1 && first.At.After(killAt):
 			cut++ // the dead node's request in flight at the kill never reached its log
-		case len(evs) == 2 && first.node == victim.name && first.at.Before(killAt) && last.node != victim.name && last.at.After(killAt):
+		case len(evs) == 2 && first.Node == victim.name && first.At.Before(killAt) && last.Node != victim.name && last.At.After(killAt):
 			switch {
 			case dead.replicaPending[u]:
 				replicaPending++ // recorded, its replica still in the outbox
 			case !dead.completed[u]:
 				unrecorded++ // fetched and logged, its record not committed
-			case killAt.Sub(first.at) < 5*time.Second:
+			case killAt.Sub(first.At) < 5*time.Second:
 				unreplicated++ // recorded, its replica not filed yet
-				gap = max(gap, killAt.Sub(first.at))
+				gap = max(gap, killAt.Sub(first.At))
 			default:
 				refetched = append(refetched, fmt.Sprintf("%s: %v", u, evs))
 			}
-			if last.at.After(salvageAt) {
+			if last.At.After(salvageAt) {
 				afterSalvage++
 			}
 		default:
@@ -249,7 +229,7 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second) // let the batches reach their owners
 	waitDone(t, survivors, 2*time.Minute)
-	rep2, err := webReport(webAddr)
+	rep2, err := harness.WebReport(webAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +271,7 @@ func TestProcSalvageRefuses(t *testing.T) {
 	if err := os.WriteFile(otherKey, []byte("another key of 32 bytes, not it!"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	closed := freePort(t, "127.0.0.1")
+	closed := harness.FreePort(t, "127.0.0.1")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -339,7 +319,7 @@ func TestProcSalvageRefuses(t *testing.T) {
 		!strings.Contains(out, "1 in_list") {
 		t.Fatalf("salvage: exit %d\n%s%s", code, out, errOut)
 	}
-	waitUntil(t, 30*time.Second, "the salvaged URL reaches the live node", func() bool {
+	harness.WaitUntil(t, 30*time.Second, "the salvaged URL reaches the live node", func() bool {
 		st, err := live.status()
 		return err == nil && st.Frontier.InList+st.Frontier.Completed+st.Frontier.InProgress+st.Frontier.Stalled == 1
 	})

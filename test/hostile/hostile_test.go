@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // Limits the crawl runs with; the cases are built around them.
@@ -454,30 +454,6 @@ func nodeConfig(t *testing.T, webAddr, silentAddr, refusedAddr string, seeds []s
 	return c
 }
 
-// heapWatch samples the heap in use until stop is called and returns the peak.
-func heapWatch() (stop func() uint64) {
-	var peak atomic.Uint64
-	done, quit := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(25 * time.Millisecond)
-		defer t.Stop()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 { close(quit); <-done; return peak.Load() }
-}
-
 // scrape reads /metrics into series -> value.
 func scrape(t *testing.T, base string) map[string]float64 {
 	t.Helper()
@@ -519,7 +495,7 @@ func TestHostileWeb(t *testing.T) {
 	}
 	cfg := nodeConfig(t, hs.Listener.Addr().String(), silent.Addr(), closedPort(t), seeds)
 
-	stopHeap := heapWatch()
+	stopHeap := harness.PeakHeap(25 * time.Millisecond)
 	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // countRouter takes the seeds instead of the frontier: this test is about the API's memory,
@@ -43,30 +44,6 @@ func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, err
 		}
 	}
 	return len(urls), nil
-}
-
-// peakHeap samples HeapInuse until stop and returns the peak.
-func peakHeap() (stop func() uint64) {
-	var peak atomic.Uint64
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		var ms runtime.MemStats
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 { close(quit); <-done; return peak.Load() }
 }
 
 func seedCount(t *testing.T) int {
@@ -133,7 +110,7 @@ func TestSeedsMillion(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	stop := peakHeap()
+	stop := harness.PeakHeap(10 * time.Millisecond)
 	start := time.Now()
 	req, err := http.NewRequest(http.MethodPost, "http://"+n.Addr().String()+"/v1/seeds", pr)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -77,7 +78,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if err := c.procs[0].postSeeds(c.web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 60*time.Second, "15% of the crawl", func() bool { return pagesFetched(c.procs) >= int64(c.exp.Fetches)*15/100 })
+	harness.WaitUntil(t, 60*time.Second, "15% of the crawl", func() bool { return pagesFetched(c.procs) >= int64(c.exp.Fetches)*15/100 })
 
 	cutAt := time.Now()
 	for _, p := range cut {
@@ -87,7 +88,7 @@ func runScenario(t *testing.T, sc scenario) {
 
 	// Every node cut off fences itself, saying why.
 	wantWhy := fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", len(cut), sc.nodes, sc.nodes/2+1)
-	waitUntil(t, 30*time.Second, "the nodes cut off are fenced", func() bool {
+	harness.WaitUntil(t, 30*time.Second, "the nodes cut off are fenced", func() bool {
 		for _, p := range cut {
 			st, err := p.status()
 			if err != nil || st.Phase.Fenced == "" || st.Phase.Current != -1 {
@@ -151,7 +152,7 @@ func runScenario(t *testing.T, sc scenario) {
 	t.Logf("healed at %s; the majority side fetched %d pages", healAt.UTC().Format("15:04:05.000"), majPages)
 
 	// Without a restart or a join, the sides find each other again.
-	waitUntil(t, 60*time.Second, "every node sees all alive and works on a phase, unfenced", func() bool {
+	harness.WaitUntil(t, 60*time.Second, "every node sees all alive and works on a phase, unfenced", func() bool {
 		if !c.formed(c.procs) {
 			return false
 		}
@@ -164,35 +165,21 @@ func runScenario(t *testing.T, sc scenario) {
 	})
 	convergedAt := time.Now()
 	t.Logf("converged %v after the heal", convergedAt.Sub(healAt).Round(100*time.Millisecond))
-	waitUntil(t, 3*time.Minute, "crawl done", func() bool { return crawlDone(c.procs) })
+	harness.WaitUntil(t, 3*time.Minute, "crawl done", func() bool { return crawlDone(c.procs) })
 	doneAt := time.Now()
 
 	// The web's record.
-	var rep synthweb.Report
-	if err := c.webJSON(synthweb.ReportPath, &rep); err != nil {
+	rep, err := harness.WebReport(c.webAddr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var visits map[string][]synthweb.Visit
-	if err := c.webJSON(synthweb.VisitsPath, &visits); err != nil {
+	visits, err := harness.WebVisits(c.webAddr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var vs []string
-	for _, v := range rep.Check(c.exp, s.delay) {
-		switch {
-		case strings.Contains(v, "robots.txt fetched"), strings.HasSuffix(v, ": robots.txt fetches"):
-		case strings.HasPrefix(v, "duplicate: "), strings.HasSuffix(v, ": duplicate fetches"):
-		default:
-			vs = append(vs, v)
-		}
-	}
-	for h := range c.exp.Contacted {
-		if r := rep.Hosts[h].RobotsFetches; r < 1 || r > sc.nodes {
-			vs = append(vs, fmt.Sprintf("host %s: robots.txt fetched %d times, want 1..%d", h, r, sc.nodes))
-		}
-	}
-	need := func(h string) time.Duration { return max(s.delay, c.exp.CrawlDelay[h]) }
+	vs := harness.Violations(rep, c.exp, s.delay, sc.nodes)
 	overlaps, gaps := 0, 0
-	for _, in := range synthweb.Incidents(visits, need) {
+	for _, in := range synthweb.Incidents(visits, harness.HostGap(c.exp, s.delay)) {
 		switch in.Kind {
 		case "overlap":
 			overlaps++
@@ -217,37 +204,32 @@ func runScenario(t *testing.T, sc scenario) {
 	// Duplicates: pages fetched by a node cut off between the cut and its
 	// fence (the records of their fetch stayed in its outbox), fetched
 	// again by the others once they took its share over.
-	dup := map[string]bool{}
-	for u, n := range rep.URLs {
-		if n > 1 && c.exp.Pages[u] {
-			dup[u] = true
-		}
-	}
+	dup := harness.Duplicated(rep, c.exp)
 	isCut := map[string]bool{}
 	for _, p := range cut {
 		isCut[p.name] = true
 	}
-	inWindow := func(e fetchEvent) bool {
-		f, ok := fencedAt[e.node]
+	inWindow := func(e harness.FetchEvent) bool {
+		f, ok := fencedAt[e.Node]
 		// A request started before the fence is answered by the phase's end.
-		return ok && !e.at.Before(cutAt.Add(-s.phase)) && !e.at.After(f.Add(s.phase))
+		return ok && !e.At.Before(cutAt.Add(-s.phase)) && !e.At.After(f.Add(s.phase))
 	}
 	// With more than one node cut off, a page one of them fetched before
 	// the cut may have its only replica (the member ranked second for its
 	// URL) on the same side: the others cannot know it was fetched.
 	ring := cluster.NewRing(names(c.procs))
-	replicaCut := func(u string, e fetchEvent) bool {
+	replicaCut := func(u string, e harness.FetchEvent) bool {
 		first, second := ring.Top2(frontier.Fingerprint(u))
-		return isCut[e.node] && e.node == first && isCut[second] && e.at.Before(cutAt)
+		return isCut[e.Node] && e.Node == first && isCut[second] && e.At.Before(cutAt)
 	}
 	var unexplained []string
 	inFlight, sameSide := 0, 0
-	evs := c.fetches(dup)
+	evs := harness.FetchEvents(c.dirs(), dup)
 	for u := range dup {
 		switch {
 		case slices.ContainsFunc(evs[u], inWindow):
 			inFlight += len(evs[u]) - 1
-		case slices.ContainsFunc(evs[u], func(e fetchEvent) bool { return replicaCut(u, e) }):
+		case slices.ContainsFunc(evs[u], func(e harness.FetchEvent) bool { return replicaCut(u, e) }):
 			sameSide += len(evs[u]) - 1
 		default:
 			unexplained = append(unexplained, fmt.Sprintf("%s: %v", u, evs[u]))
@@ -260,9 +242,9 @@ func runScenario(t *testing.T, sc scenario) {
 		all[u] = true
 	}
 	window, replicaSide := 0, 0
-	for u, es := range c.fetches(all) {
+	for u, es := range harness.FetchEvents(c.dirs(), all) {
 		for _, e := range es {
-			if isCut[e.node] && inWindow(e) {
+			if isCut[e.Node] && inWindow(e) {
 				window++
 			} else if replicaCut(u, e) {
 				replicaSide++

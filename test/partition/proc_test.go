@@ -13,9 +13,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/testbin"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -119,7 +117,7 @@ func newPCluster(t *testing.T, n int, s settings) *pcluster {
 		}
 		p.waitUp()
 	}
-	waitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(c.procs) })
+	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(c.procs) })
 	return c
 }
 
@@ -134,22 +132,7 @@ func (c *pcluster) startWeb() {
 	}
 	c.web = web
 	c.webAddr = net.JoinHostPort(c.net.webIP(), strconv.Itoa(webPort))
-	cmd := c.net.cmd(c.net.hub, c.bin, "synthweb", "--listen", c.webAddr, "--trap-hosts", "0",
-		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10))
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	waitUntil(t, 30*time.Second, "synthweb answers", func() bool {
-		var rep synthweb.Report
-		return c.webJSON(synthweb.ReportPath, &rep) == nil
-	})
-	c.exp = web.Expected(synthweb.Scope{Domains: []string{wc.Domain}, MaxPagesPerHost: webnode.MaxPagesPerHost,
-		UserAgent: config.Default().UserAgent})
+	c.exp = harness.StartWeb(t, c.net.cmd(c.net.hub, c.bin, harness.WebArgs(c.webAddr, wc)...), c.webAddr, web)
 }
 
 func (c *pcluster) args(p *proc, join []string) []string {
@@ -170,13 +153,7 @@ func (p *proc) start(join ...string) {
 	c := p.c
 	c.t.Helper()
 	cmd := c.net.cmd(c.net.nodeNS[p.i], c.bin, c.args(p, join)...)
-	env := []string{}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PHASECRAWL_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env,
+	cmd.Env = harness.NodeEnv(
 		"PHASECRAWL_CLUSTER_GUARD="+c.s.guard.String(),
 		"PHASECRAWL_CLUSTER_FAST_GOSSIP=true",
 		"PHASECRAWL_CLUSTER_FENCE_AFTER="+c.s.fenceAfter.String(),
@@ -186,40 +163,21 @@ func (p *proc) start(join ...string) {
 		"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
 		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
 	)
-	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	done, err := harness.StartLogged(cmd, p.logPath, "", func(err error) { p.exitErr = err })
 	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		lf.Close()
 		c.t.Fatalf("start %s: %v", p.name, err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) {
-		err := cmd.Wait()
-		lf.Close()
-		p.exitErr = err
-		close(done)
-	}(cmd, p.done)
+	p.cmd, p.done = cmd, done
 }
 
 func (p *proc) running() bool {
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	return p.cmd != nil && !harness.Closed(p.done)
 }
 
 // waitUp waits until the node's API answers.
 func (p *proc) waitUp() {
 	p.c.t.Helper()
-	waitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+	harness.WaitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
 		if !p.running() {
 			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
 		}
@@ -261,29 +219,10 @@ func (c *pcluster) killAll() {
 }
 
 // grep returns the lines of the node's log whose msg starts with one of msgs.
-func (p *proc) grep(msgs ...string) string {
-	b, _ := os.ReadFile(p.logPath)
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, m := range msgs {
-			if strings.Contains(l, `"msg":"`+m) {
-				out = append(out, l)
-				break
-			}
-		}
-	}
-	return strings.Join(out, "\n")
-}
+func (p *proc) grep(msgs ...string) string { return harness.LogGrep(p.logPath, msgs...) }
 
 // tail returns the last n lines of the node's log.
-func (p *proc) tail(n int) string {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *proc) tail(n int) string { return harness.LogTail(p.logPath, n) }
 
 // timeline returns the node's log records about membership, fencing and
 // reconnection, each as seconds after t0 and its message and members.
@@ -349,30 +288,9 @@ func (p *proc) logTimes(msg string) []time.Time {
 	return out
 }
 
-var httpClient = &http.Client{Timeout: 5 * time.Second}
+func (p *proc) status() (node.Status, error) { return harness.Status(p.api) }
 
-func (p *proc) status() (node.Status, error) {
-	var st node.Status
-	resp, err := httpClient.Get("http://" + p.api + "/v1/status")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("status %s", resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
-
-func (p *proc) metrics() (string, error) {
-	resp, err := httpClient.Get("http://" + p.api + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
-}
+func (p *proc) metrics() (string, error) { return harness.Metrics(p.api) }
 
 // metric returns the value of an unlabelled series in the node's /metrics.
 func (p *proc) metric(name string) (float64, error) {
@@ -390,126 +308,33 @@ func (p *proc) metric(name string) (float64, error) {
 
 // postSeeds posts the web's seeds to p (with the API token).
 func (p *proc) postSeeds(seeds []string) error {
-	b, _ := json.Marshal(seeds)
-	req, err := http.NewRequest(http.MethodPost, "http://"+p.api+"/v1/seeds", bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer partition-test-token-0123456789")
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /v1/seeds: %s: %s", resp.Status, body)
-	}
-	return nil
-}
-
-// waitUntil polls cond every 200ms until it holds or timeout passes.
-func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout (%s): %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	return harness.PostSeeds(p.api, "partition-test-token-0123456789", seeds)
 }
 
 // formed reports whether every node in ps sees exactly len(ps) members
 // alive and works on a phase of a schedule counting them all.
-func (c *pcluster) formed(ps []*proc) bool {
-	for _, p := range ps {
-		st, err := p.status()
-		if err != nil || st.Phase.Current < 0 || st.Phase.NPhase < len(ps) {
-			return false
-		}
-		alive := 0
-		for _, m := range st.Members {
-			if m.State == "alive" {
-				alive++
-			}
-		}
-		if alive != len(ps) {
-			return false
-		}
-	}
-	return true
-}
+func (c *pcluster) formed(ps []*proc) bool { return harness.Formed(apis(ps)) }
 
 // crawlDone reports whether every node is done with an empty outbox.
-func crawlDone(ps []*proc) bool {
-	for _, p := range ps {
-		st, err := p.status()
-		if err != nil || !st.Done {
-			return false
-		}
-		for _, n := range st.Outbox {
-			if n > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
+func crawlDone(ps []*proc) bool { return harness.CrawlDone(apis(ps)) }
 
 // pagesFetched sums pages_fetched over ps.
-func pagesFetched(ps []*proc) int64 {
-	var total int64
+func pagesFetched(ps []*proc) int64 { return harness.PagesFetched(apis(ps)) }
+
+// apis returns the API addresses of ps.
+func apis(ps []*proc) []string {
+	var out []string
 	for _, p := range ps {
-		if st, err := p.status(); err == nil {
-			total += st.PagesFetched
-		}
-	}
-	return total
-}
-
-// webJSON decodes what the web serves at path into v.
-func (c *pcluster) webJSON(path string, v any) error {
-	resp, err := httpClient.Get("http://" + c.webAddr + path)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("synthweb %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
-}
-
-// fetchEvent is one fetch of a URL as a node's crawl log has it.
-type fetchEvent struct {
-	node string
-	at   time.Time
-}
-
-// fetches returns every fetch (a response received) in the nodes' crawl
-// logs of the URLs in want, by URL.
-func (c *pcluster) fetches(want map[string]bool) map[string][]fetchEvent {
-	out := map[string][]fetchEvent{}
-	for _, p := range c.procs {
-		f, err := os.Open(filepath.Join(p.data, "crawl.log"))
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e struct {
-				Time   time.Time `json:"time"`
-				URL    string    `json:"url"`
-				Status int       `json:"status"`
-			}
-			if json.Unmarshal(sc.Bytes(), &e) == nil && want[e.URL] && e.Status > 0 {
-				out[e.URL] = append(out[e.URL], fetchEvent{p.name, e.Time})
-			}
-		}
-		f.Close()
+		out = append(out, p.api)
 	}
 	return out
+}
+
+// dirs returns the data directories of the nodes, by name.
+func (c *pcluster) dirs() map[string]string {
+	m := map[string]string{}
+	for _, p := range c.procs {
+		m[p.name] = p.data
+	}
+	return m
 }
