@@ -309,7 +309,7 @@ func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
 			}
 			continue
 		}
-		s.State = InList
+		s.State, s.Tries = InList, 0 // a new round: its own tries (fetch.max_tries)
 		if err := st.enqueue(&s); err != nil {
 			return 0, err
 		}
@@ -379,7 +379,7 @@ func (st *txState) requeueDone(u *pendingURL) error {
 	if err := st.unindexDue(&s); err != nil {
 		return err
 	}
-	s.State, s.Due = InList, u.due
+	s.State, s.Due, s.Tries = InList, u.due, 0
 	if err := st.enqueue(&s); err != nil {
 		return err
 	}

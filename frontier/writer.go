@@ -601,7 +601,7 @@ func (st *txState) claimQueued(tk *taking) error {
 		if err := st.start(s); err != nil {
 			return err
 		}
-		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth})
+		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth, Due: s.Due})
 	}
 	return nil
 }

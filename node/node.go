@@ -409,6 +409,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
 	}
+	if err := n.initRecrawl(); err != nil {
+		return nil, fmt.Errorf("node: recrawl metrics: %w", err)
+	}
 	if opts.Listener != nil {
 		n.ln = opts.Listener
 	} else if cfg.HTTP != "" {
@@ -619,7 +622,8 @@ func (n *Node) notify() {
 
 // retryLane releases STALLED URLs whose backoff has passed back to IN_LIST
 // (seed 003's inactive-URL lane): dead hosts wait out their backoff on disk
-// instead of holding a worker or a bucket row.
+// instead of holding a worker or a bucket row. Each second it also
+// releases the URLs whose revisit is due (recurring crawls).
 func (n *Node) retryLane(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -645,6 +649,9 @@ func (n *Node) retryLane(ctx context.Context) {
 			if k < 1000 {
 				break
 			}
+		}
+		if n.releaseDue(ctx, time.Now()) {
+			n.notify()
 		}
 	}
 }
