@@ -228,3 +228,36 @@ func TestDueFilterAndMoves(t *testing.T) {
 		t.Fatal("the queued URL is still in the due index")
 	}
 }
+
+func TestAdaptiveInterval(t *testing.T) {
+	f := open(t, nil)
+	us := gen("ad", 1, 2)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	sched := Schedule{Interval: 100 * time.Second, Adaptive: true, Min: 60 * time.Second, Max: 200 * time.Second}
+	fetchAll(t, f, us, sched, ChangeUnknown)
+	// us[0] never changes, us[1] always does: rounds of release and fetch.
+	for round := range 4 {
+		if n, err := f.ReleaseDue(ctx, time.Now().Add(time.Hour), 0); err != nil || n != 2 {
+			t.Fatalf("round %d: released %d, %v", round, n, err)
+		}
+		for i, c := range []Change{Unchanged, Changed} {
+			fetchAll(t, f, us[i:i+1], sched, c)
+		}
+	}
+	want := []struct {
+		interval time.Duration
+		changes  int
+	}{{200 * time.Second, 0}, {60 * time.Second, 4}} // 100×1.4⁴ capped at 200; 100×0.8⁴ = 41 raised to 60
+	for i, u := range us {
+		r, _, _ := f.Get(RefOf(u.URL))
+		ch, n := r.Page.Changes()
+		if r.Page.Interval != want[i].interval || ch != want[i].changes || n != 4 {
+			t.Errorf("%s: interval %s, %d changes of %d; want %s, %d of 4", u.URL, r.Page.Interval, ch, n, want[i].interval, want[i].changes)
+		}
+		if d := time.Until(r.Due); d < want[i].interval-time.Minute/2 || d > want[i].interval {
+			t.Errorf("%s: due in %s, want about %s", u.URL, d, want[i].interval)
+		}
+	}
+}
