@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -390,4 +391,74 @@ func (st *txState) requeueDone(u *pendingURL) error {
 	st.cnt[cInList]++
 	st.revisits++
 	return nil
+}
+
+// Hosts returns the statistics of at most limit hosts (<= 0: 1000) in
+// name order, starting after the host after ("" = from the first); next
+// is the last host returned, "" when the end was reached.
+func (f *Frontier) Hosts(after string, limit int) (hosts []HostStats, next string, err error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	err = f.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bHosts).Cursor()
+		var k, v []byte
+		if after == "" {
+			k, v = c.First()
+		} else if k, v = c.Seek([]byte(after)); k != nil && string(k) == after {
+			k, v = c.Next()
+		}
+		for ; k != nil; k, v = c.Next() {
+			if len(hosts) == limit {
+				next = hosts[len(hosts)-1].Host
+				return nil
+			}
+			h, err := decodeHost(string(k), v)
+			if err != nil {
+				return err
+			}
+			hosts = append(hosts, h)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("frontier: hosts after %q: %w", after, err)
+	}
+	return hosts, next, nil
+}
+
+// maxHostDueScan bounds the records HostNextDue reads.
+const maxHostDueScan = 10000
+
+// HostNextDue returns the earliest Due of host's URLs (a COMPLETED URL
+// waiting for its revisit, or a queued revisit), false when none has one or
+// the host has more than 10,000 records to read.
+func (f *Frontier) HostNextDue(host string) (time.Time, bool, error) {
+	host = normHost(host)
+	prefix := binary.BigEndian.AppendUint32(nil, HostKey(host))
+	var t time.Time
+	ok := false
+	err := f.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bURLs).Cursor()
+		n := 0
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if n++; n > maxHostDueScan {
+				t, ok = time.Time{}, false
+				return nil
+			}
+			_, fp, _ := parseRecKey(k)
+			s, err := decodeRecord(fp, v)
+			if err != nil {
+				return err
+			}
+			if s.Host == host && !s.Due.IsZero() && (!ok || s.Due.Before(t)) {
+				t, ok = s.Due, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("frontier: next due of %s: %w", host, err)
+	}
+	return t, ok, nil
 }

@@ -261,3 +261,34 @@ func TestAdaptiveInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestHostsAndHostNextDue(t *testing.T) {
+	f := open(t, nil)
+	us := gen("hs", 3, 9)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	fetchAll(t, f, us[:3], Schedule{Interval: time.Hour}, ChangeUnknown) // one URL of each host
+	var all []HostStats
+	for after := ""; ; {
+		hs, next, err := f.Hosts(after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, hs...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(all) != 3 || all[0].Host != "hs0.test" || all[2].Host != "hs2.test" || all[0].Admitted != 3 || all[0].Fetched != 1 {
+		t.Fatalf("hosts: %+v", all)
+	}
+	due, ok, err := f.HostNextDue("HS1.test")
+	if err != nil || !ok || time.Until(due) < 59*time.Minute {
+		t.Fatalf("HostNextDue = %v %v %v", due, ok, err)
+	}
+	if _, ok, _ := f.HostNextDue("none.test"); ok {
+		t.Fatal("a host without records has a due time")
+	}
+}

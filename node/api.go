@@ -247,7 +247,7 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 }
 
 // Handler returns the node's HTTP API: /metrics, /healthz, /readyz,
-// /v1/status and POST /v1/seeds.
+// /v1/status, POST /v1/seeds and GET /v1/plan.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.m.Registry, promhttp.HandlerOpts{}))
@@ -265,6 +265,7 @@ func (n *Node) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, n.Status())
 	})
 	mux.HandleFunc("POST /v1/seeds", n.handleSeeds)
+	mux.HandleFunc("GET /v1/plan", n.handlePlan)
 	return n.requireToken(mux)
 }
 

@@ -191,6 +191,7 @@ type Options struct {
 
 // Node is one running crawler.
 type Node struct {
+	spare  atomic.Pointer[float64] // the revisit plan's spare time, seconds (plan.go)
 	cfg    config.Config
 	log    *slog.Logger
 	front  *frontier.Frontier
@@ -492,6 +493,11 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		n.retryLane(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.planLoop(ctx)
 	}()
 	if len(n.crashWARC) > 0 {
 		// Before the scheduler runs: these pages are IN_LIST again.

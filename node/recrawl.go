@@ -150,6 +150,9 @@ func (n *Node) initRecrawl() error {
 		h := n.holder
 		n.front.SetDueFilter(func(r frontier.Record) bool { return !h.Held(r.FP) })
 	}
+	if err := n.m.Registry.Register(n.spareGauge()); err != nil {
+		return err
+	}
 	return n.m.Registry.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_recrawl_due_urls",
 		Help: "URLs due for a revisit and not fetched again yet: released to the queue, or past their due time in the due index.",

@@ -149,15 +149,20 @@ func sortedSites(sites []Site) []Site {
 func Greedy(sites []Site, n int) [][]Site {
 	n = max(n, 1)
 	lanes := make([][]Site, n)
+	dl := make([]float64, n) // each lane's shortest deadline
+	ex := make([]float64, n) // and its sum of round times
+	for k := range dl {
+		dl[k] = math.Inf(1)
+	}
 	for _, s := range sortedSites(sites) {
 		bestK, bestS := 0, math.Inf(-1)
 		for k := range lanes {
-			sp := Spare(append(slices.Clip(lanes[k]), s))
-			if sp > bestS {
+			if sp := min(dl[k], s.Deadline) - (ex[k] + s.Exec); sp > bestS {
 				bestK, bestS = k, sp
 			}
 		}
 		lanes[bestK] = append(lanes[bestK], s)
+		dl[bestK], ex[bestK] = min(dl[bestK], s.Deadline), ex[bestK]+s.Exec
 	}
 	return lanes
 }
