@@ -66,6 +66,22 @@ func (n *Node) planSite(hs frontier.HostStats) PlanSite {
 	return s
 }
 
+// sitePriorities reports whether any sites: entry sets a priority.
+func (n *Node) sitePriorities() bool {
+	for _, s := range n.cfg.Sites {
+		if s.Priority != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sitePriority is the priority of host's sites: entry (0 without one).
+func (n *Node) sitePriority(host string) int {
+	s, _ := n.cfg.SiteFor(hostName(host))
+	return s.Priority
+}
+
 // hostName drops the port of host[:port].
 func hostName(host string) string {
 	for i := len(host) - 1; i >= 0; i-- {

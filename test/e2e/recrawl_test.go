@@ -11,6 +11,7 @@ import (
 
 	gowarc "github.com/nlnwa/gowarc/v3"
 
+	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
@@ -196,4 +197,75 @@ func TestRecurringCrawl(t *testing.T) {
 				len(exp.Pages), end.Sub(start).Round(time.Second), unchanged, changed, maxLate.Round(time.Millisecond))
 		})
 	}
+}
+
+// TestRecrawlPriorityUnderOverload: with one worker and a revisit interval
+// shorter than a round of the whole web, the due work exceeds capacity;
+// the host of the site with priority is served first, so its pages are
+// revisited far sooner than the others'.
+func TestRecrawlPriorityUnderOverload(t *testing.T) {
+	srv := startWeb(t, recrawlWeb(true, 3*time.Second))
+	cfg := srv.NodeConfig("overload", t.TempDir(), 60*time.Millisecond)
+	cfg.Workers = 1
+	cfg.Bucket.ListCap = 5 // trips are not preempted: short ones let the worker turn to the priority host sooner
+	cfg.Recrawl.Interval = time.Second
+	exp := srv.Web.Expected(srv.Scope(cfg.UserAgent))
+	perHost := map[string]int{}
+	for u := range exp.Pages {
+		perHost[hostOf(u)]++
+	}
+	// The priority site: the smallest host of at least 3 pages (a trip
+	// is not preempted, so a large host's own trips would fill its gaps).
+	vip := ""
+	for h, k := range perHost {
+		if k >= 3 && (vip == "" || k < perHost[vip] || k == perHost[vip] && h < vip) {
+			vip = h
+		}
+	}
+	if vip == "" {
+		t.Fatalf("no host with 3 pages: %v", perHost)
+	}
+	cfg.Sites = []config.Site{{Match: vip, Priority: 10}}
+	_, stop := runNode(t, cfg)
+	time.Sleep(12 * time.Second)
+	stop()
+
+	// Mean gap between two fetches of a URL, for the priority host and
+	// for the others, over the revisits after the first round.
+	var gap [2]time.Duration
+	var cnt [2]int
+	for host, vs := range srv.Web.Visits() {
+		last := map[string]time.Time{}
+		k := 1
+		if host == vip {
+			k = 0
+		}
+		for _, v := range vs {
+			if v.URI == "/robots.txt" {
+				continue
+			}
+			if prev, ok := last[v.URI]; ok {
+				gap[k] += v.Start.Sub(prev)
+				cnt[k]++
+			}
+			last[v.URI] = v.End
+		}
+	}
+	if cnt[0] == 0 || cnt[1] == 0 {
+		t.Fatalf("revisits: %d of the priority host, %d of the others", cnt[0], cnt[1])
+	}
+	mean := [2]time.Duration{gap[0] / time.Duration(cnt[0]), gap[1] / time.Duration(cnt[1])}
+	t.Logf("one worker, %d URLs, interval 1s: the priority host's %d URLs revisited every %s on average (%d revisits), the others' every %s (%d)",
+		len(exp.Pages), perHost[vip], mean[0].Round(time.Millisecond), cnt[0], mean[1].Round(time.Millisecond), cnt[1])
+	if mean[0]*3 > mean[1]*2 {
+		t.Errorf("the priority host is not served first: mean revisit gap %s, the others' %s", mean[0], mean[1])
+	}
+}
+
+func hostOf(u string) string {
+	h := strings.TrimPrefix(u, "http://")
+	if i := strings.IndexByte(h, '/'); i >= 0 {
+		h = h[:i]
+	}
+	return h
 }
