@@ -310,6 +310,11 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 					s.Reason = ReasonReplica
 				}
 			}
+			if !u.due.IsZero() && s.Page.Interval == 0 {
+				// Not sent along: the time to its due time stands in for
+				// it (a refused release is looked at again this much later).
+				s.Page.Interval = max(u.due.Sub(st.now), 0)
+			}
 			if err := st.indexDue(&s); err != nil {
 				return 0, err
 			}

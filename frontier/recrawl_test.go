@@ -211,6 +211,9 @@ func TestDueFilterAndMoves(t *testing.T) {
 	if next, ok := g.NextDue(); !ok || !next.Equal(due) {
 		t.Fatalf("NextDue after AddDone = %v, %v; want %v", next, ok, due)
 	}
+	if r, _, _ := g.Get(RefOf(us[0].URL)); r.Page.Interval <= 25*time.Second || r.Page.Interval > 30*time.Second {
+		t.Fatalf("moved record's interval %s, want the time to its due time (about 30s)", r.Page.Interval)
+	}
 	if _, err := g.Add(ctx, []NewURL{{URL: us[1].URL, Host: us[1].Host, Due: due}}); err != nil {
 		t.Fatal(err)
 	}
