@@ -77,8 +77,11 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 	unchanged := func(profile string) *archive.Revisit {
 		res.Change = frontier.Unchanged
 		p := *prev
-		if etag != "" || lm != "" { // a 304 may update the validators
-			p.ETag, p.LastModified = etag, lm
+		if etag != "" { // a 304 may update the validators
+			p.ETag = etag
+		}
+		if lm != "" {
+			p.LastModified = lm
 		}
 		res.Page = &p
 		m.PagesUnchanged.Inc()

@@ -330,7 +330,6 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 		// A revisit of an unchanged page (a 304, or the same payload):
 		// its links were extracted when it last changed.
 		res.Reason, entry.Reason = "ok", "unchanged"
-
 	case resp.Status >= 300 && resp.Status < 400:
 		res.Reason, entry.Reason = "redirect", "redirect"
 		if resp.Location != "" {
