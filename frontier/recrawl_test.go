@@ -295,3 +295,23 @@ func TestHostsAndHostNextDue(t *testing.T) {
 		t.Fatal("a host without records has a due time")
 	}
 }
+
+func TestRevisitAfterTriesUsedUp(t *testing.T) {
+	f := open(t, func(o *Options) { o.MaxTries = 1 })
+	us := gen("st", 1, 1)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	ref := RefOf(us[0].URL)
+	if err := f.MarkInProgress(ctx, []Ref{ref}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.Finish(ctx, []Result{{FP: ref.FP, Host: ref.Host, State: Stalled, Reason: "timeout", Revisit: Schedule{Interval: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := f.Get(ref)
+	if r.State != Completed || r.Due.IsZero() {
+		t.Fatalf("a URL completed by its last failed try: %s, due %v; want COMPLETED and due again", r.State, r.Due)
+	}
+}

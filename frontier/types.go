@@ -118,8 +118,9 @@ type Result struct {
 	// Delay is the host's politeness delay in effect (HostStats.Delay);
 	// 0 leaves the recorded one.
 	Delay time.Duration
-	// Revisit, when its Interval is > 0, makes a COMPLETED URL due again
-	// (see Schedule); zero: the URL is not fetched again.
+	// Revisit, when its Interval is > 0, makes a URL that this result
+	// COMPLETES due again (see Schedule; a Stalled result whose tries are
+	// used up included); zero: the URL is not fetched again.
 	Revisit Schedule
 	// Change says whether the page changed since its last fetch (recorded
 	// in Page.History and used by an adaptive Schedule).

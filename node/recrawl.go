@@ -70,8 +70,12 @@ func conditional(prev *frontier.PageState) fetch.Conditional {
 // classify compares a response with the page's last capture (prev, nil
 // for none) and sets res.Change and res.Page; at is the response's capture
 // time. It returns the revisit record to archive instead of the response
-// when the page is unchanged (nil otherwise).
+// when the page is unchanged (nil otherwise). Pages of hosts that are not
+// revisited keep no page state (no digest is computed for them).
 func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at time.Time, res *frontier.Result) *archive.Revisit {
+	if prev == nil && t.n.cfg.RevisitFor(t.host) <= 0 {
+		return nil
+	}
 	m := t.n.m
 	etag, lm := resp.Header.Get("Etag"), resp.Header.Get("Last-Modified")
 	unchanged := func(profile string) *archive.Revisit {

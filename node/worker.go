@@ -357,9 +357,11 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 	}
 	n := t.n
 	res.Delay = t.delay
+	// A STALLED result carries it too: the frontier completes a URL whose
+	// tries are used up, and it is due again like the others.
+	res.Revisit = n.revisitSchedule(t.host)
 	var due time.Time
 	if res.State == frontier.Completed {
-		res.Revisit = n.revisitSchedule(t.host)
 		if res.Revisit.Interval > 0 {
 			// The replica's copy of the Due the frontier sets (from the
 			// base interval: the adaptive history is the owner's).
