@@ -36,6 +36,7 @@ Usage:
   phasecrawl run [flags]                 start a node (phasecrawl run -h lists the flags)
   phasecrawl seed --node ADDR URL...     add seed URLs to a running node (-f FILE: one URL a line, - for stdin)
   phasecrawl status --node ADDR [--json] show a node's status
+  phasecrawl plan --node ADDR            show a node's revisit plan (per host) and its spare time
   phasecrawl health [--node ADDR] [--ready]  exit 0 when the node's /healthz (/readyz) answers 200
   phasecrawl demo [--json]               crawl a synthetic web on loopback and print a summary
   phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
@@ -64,6 +65,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSeed(args[1:], stdout, stderr)
 	case "status":
 		err = cmdStatus(args[1:], stdout, stderr)
+	case "plan":
+		err = cmdPlan(args[1:], stdout, stderr)
 	case "health":
 		err = cmdHealth(args[1:], stdout, stderr)
 	case "demo":

@@ -53,6 +53,9 @@ type Item struct {
 	URL   string // normalized URL
 	Depth int
 	Tries int
+	// Due is, for a revisit (recurring crawls), when the URL was due
+	// again; zero for a first visit.
+	Due time.Time
 }
 
 // Outcome is the result of Add.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
@@ -110,14 +111,33 @@ const kindRedirects = 0x80
 // MaxEntryRedirects is the longest redirect chain an entry carries.
 const MaxEntryRedirects = 255
 
+// kindDue, set in an entry's kind byte, says that a uvarint follows (after
+// the redirect byte, if any): NewURL.Due in Unix milliseconds, when a
+// record moved by a rebalance is due to be fetched again (recurring
+// crawls). Entries without a Due are encoded as before it existed; a
+// receiver that predates it refuses the batch (an unknown kind) and the
+// sender keeps it until the receiver is upgraded.
+const kindDue = 0x40
+
 // appendEntry encodes e: kind (| kindRedirects, then the redirect chain
 // length, when it is not 0), uvarint depth, uvarint-length host,
 // uvarint-length URL.
 func appendEntry(b []byte, e Entry) []byte {
-	if r := min(max(e.Redirects, 0), MaxEntryRedirects); r > 0 {
-		b = append(b, byte(e.Kind)|kindRedirects, byte(r))
-	} else {
-		b = append(b, byte(e.Kind))
+	k := byte(e.Kind)
+	r := min(max(e.Redirects, 0), MaxEntryRedirects)
+	if r > 0 {
+		k |= kindRedirects
+	}
+	due := e.Due.UnixMilli()
+	if !e.Due.IsZero() && due > 0 {
+		k |= kindDue
+	}
+	b = append(b, k)
+	if r > 0 {
+		b = append(b, byte(r))
+	}
+	if k&kindDue != 0 {
+		b = binary.AppendUvarint(b, uint64(due))
 	}
 	b = binary.AppendUvarint(b, uint64(e.Depth))
 	b = binary.AppendUvarint(b, uint64(len(e.Host)))
@@ -182,7 +202,17 @@ func (d *decoder) entry() Entry {
 	if k&kindRedirects != 0 {
 		e.Redirects = int(d.byte())
 	}
-	e.Kind = Kind(k &^ kindRedirects)
+	e.Kind = Kind(k &^ kindRedirects) // an unknown kind is reported whole by checkEntry
+	if base := Kind(k &^ (kindRedirects | kindDue)); base <= maxKind && k&kindDue != 0 {
+		e.Kind = base
+		if ms := d.uvarint(); d.err == nil {
+			if ms > 1<<53 {
+				d.err = fmt.Errorf("due %d ms out of range", ms)
+				return e
+			}
+			e.Due = time.UnixMilli(int64(ms))
+		}
+	}
 	depth := d.uvarint()
 	e.Host = d.str(MaxEntryHost)
 	e.URL = d.str(MaxEntryURL)

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
@@ -87,4 +88,31 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestBatchCodecDue(t *testing.T) {
+	due := time.UnixMilli(1_800_000_000_123)
+	b := Batch{ID: 9, Entries: []Entry{
+		{Kind: KindDone, NewURL: frontier.NewURL{URL: "http://a.test/x", Host: "a.test", Depth: 2, Due: due}},
+		{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://a.test/y", Host: "a.test", Redirects: 3, Due: due}},
+		{Kind: KindReplica, NewURL: frontier.NewURL{URL: "http://a.test/z", Host: "a.test"}},
+	}}
+	got, err := DecodeBatch(EncodeBatch(b))
+	if err != nil || !reflect.DeepEqual(got, b) {
+		t.Fatalf("round trip with Due: %+v %v", got, err)
+	}
+	e, err := decodeEntry(appendEntry(nil, b.Entries[1]))
+	if err != nil || !e.Due.Equal(due) || e.Redirects != 3 || e.Kind != KindMoved {
+		t.Fatalf("stored entry with Due and redirects: %+v %v", e, err)
+	}
+	// Truncated or absurd Due values are errors, never panics.
+	p := appendEntry(nil, b.Entries[0])
+	for i := 1; i < len(p); i++ {
+		if _, err := decodeEntry(p[:i]); err == nil {
+			t.Errorf("entry cut at %d of %d bytes decoded", i, len(p))
+		}
+	}
+	if _, err := decodeEntry([]byte{byte(KindDone) | kindDue, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 1, 'h', 1, 'u'}); err == nil || !strings.Contains(err.Error(), "due") {
+		t.Errorf("huge due: %v", err)
+	}
 }

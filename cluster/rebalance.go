@@ -141,7 +141,7 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		us := make([]frontier.NewURL, len(is))
 		for k, i := range is {
 			r := claimed[i]
-			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth}
+			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Due: r.Due}
 		}
 		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
 			errs = append(errs, err)

@@ -67,6 +67,7 @@ type Config struct {
 	Log      Log      `yaml:"log"`
 	DNS      DNS      `yaml:"dns"`
 	Cluster  Cluster  `yaml:"cluster"`
+	Recrawl  Recrawl  `yaml:"recrawl"`
 
 	// Bandwidth caps the node's download rate and shares it among the
 	// sites (bandwidth.limit, bandwidth.policy; the file also takes
@@ -76,6 +77,35 @@ type Config struct {
 	// Sites holds per-site settings (priority, revisit, deadline,
 	// bandwidth) for the hosts each entry matches; file only. Default none.
 	Sites []Site `yaml:"sites"`
+}
+
+// Recrawl configures recurring crawls: when a fetched page is due again.
+type Recrawl struct {
+	// Interval is how long after a page was fetched it is due again, for
+	// hosts whose sites: entry sets no revisit. Default 0: crawl once.
+	// Valid 0..8760h.
+	Interval time.Duration `yaml:"interval"`
+	// Adaptive lets each page's interval shrink when the page changed and
+	// grow when it did not, within min_interval..max_interval. Default false.
+	Adaptive bool `yaml:"adaptive"`
+	// MinInterval and MaxInterval bound the adaptive interval. Defaults 0
+	// (half the page's base interval) and 0 (eight times it); valid 0..8760h,
+	// min_interval <= max_interval when both are set.
+	MinInterval time.Duration `yaml:"min_interval"`
+	MaxInterval time.Duration `yaml:"max_interval"`
+}
+
+// RevisitFor returns the revisit interval of host (a host name, with or
+// without port): its sites: entry's revisit, else recrawl.interval. 0 means
+// the host's pages are fetched once.
+func (c Config) RevisitFor(host string) time.Duration {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if s, ok := c.SiteFor(host); ok && s.Revisit > 0 {
+		return s.Revisit
+	}
+	return c.Recrawl.Interval
 }
 
 // Cluster configures the cluster layer. With Gossip empty the node
@@ -479,6 +509,12 @@ func (c Config) Validate() error {
 		if !strings.Contains(r, "=") {
 			bad("resolve[%d]=%q: must be PATTERN=HOST:PORT", i, r)
 		}
+	}
+	durRange("recrawl.interval", c.Recrawl.Interval, 0, 8760*time.Hour)
+	durRange("recrawl.min_interval", c.Recrawl.MinInterval, 0, 8760*time.Hour)
+	durRange("recrawl.max_interval", c.Recrawl.MaxInterval, 0, 8760*time.Hour)
+	if c.Recrawl.MinInterval > 0 && c.Recrawl.MaxInterval > 0 && c.Recrawl.MinInterval > c.Recrawl.MaxInterval {
+		bad("recrawl.min_interval=%s: must not exceed recrawl.max_interval=%s", c.Recrawl.MinInterval, c.Recrawl.MaxInterval)
 	}
 	errs = append(errs, c.Cluster.validate()...)
 	errs = append(errs, c.validateSites()...)

@@ -99,6 +99,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.Var(stringList{&cfg.Resolve}, "resolve", "'PATTERN=HOST:PORT': dial hosts matching the glob at HOST:PORT (repeatable)")
 	fs.BoolVar(&cfg.AllowPrivate, "allow-private", cfg.AllowPrivate, "allow connections to loopback, private and link-local addresses")
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "minimum pause between two requests to one host")
+	fs.DurationVar(&cfg.Recrawl.Interval, "revisit", cfg.Recrawl.Interval, "fetch every page again this long after its last fetch (0: crawl once)")
 	fs.StringVar(&cfg.UserAgent, "user-agent", cfg.UserAgent, "User-Agent header and robots.txt agent")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "fetch workers (hosts served at once)")
 	fs.Var(stringList{&cfg.Scope.AllowDomains}, "allow-domain", "domain whose hosts may be crawled (repeatable; default: the seeds' hosts)")

@@ -292,6 +292,32 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 // Fetch performs one GET of rawURL (absolute http/https). Redirects are not followed: a 3xx is
 // returned with Location resolved. Errors are wrapped; classify them with ErrorKind.
 func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
+	return c.FetchConditional(ctx, rawURL, Conditional{})
+}
+
+// Conditional holds the validators of an earlier response, for a
+// conditional GET (RFC 9110 §13.1): ETag is sent as If-None-Match,
+// LastModified as If-Modified-Since; empty ones are not sent. A server that
+// finds the resource unchanged answers 304 Not Modified without a body.
+type Conditional struct {
+	ETag, LastModified string
+}
+
+// clean drops validators that could not be sent as one header line.
+func (c Conditional) clean() Conditional {
+	bad := func(s string) bool { return len(s) > 1024 || strings.ContainsAny(s, "\r\n\x00") }
+	if bad(c.ETag) {
+		c.ETag = ""
+	}
+	if bad(c.LastModified) {
+		c.LastModified = ""
+	}
+	return c
+}
+
+// FetchConditional is Fetch with the validators of cond sent along (see
+// Conditional).
+func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Conditional) (*Response, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("fetch: GET %s: %w", rawURL, err)
@@ -322,6 +348,13 @@ func (c *Client) Fetch(ctx context.Context, rawURL string) (*Response, error) {
 		ProtoMinor: 1,
 		Host:       u.Host,
 		Header:     http.Header{"User-Agent": {c.cfg.UserAgent}, "Accept-Encoding": {"gzip, deflate"}},
+	}
+	cond = cond.clean()
+	if cond.ETag != "" {
+		req.Header["If-None-Match"] = []string{cond.ETag}
+	}
+	if cond.LastModified != "" {
+		req.Header["If-Modified-Since"] = []string{cond.LastModified}
 	}
 	dump := requestDump(req)
 
@@ -595,7 +628,7 @@ func clientMediaType(ct string) string {
 }
 
 // requestDump renders the GET Fetch sends (request line, Host, User-Agent,
-// Accept-Encoding, blank line): these bytes are written to the connection
+// Accept-Encoding, the conditional headers if any, blank line): these bytes are written to the connection
 // and archived as the WARC request record.
 func requestDump(req *http.Request) []byte {
 	host := req.Host
@@ -614,6 +647,14 @@ func requestDump(req *http.Request) []byte {
 	b = append(b, ua...)
 	b = append(b, "\r\nAccept-Encoding: "...)
 	b = append(b, req.Header.Get("Accept-Encoding")...)
+	for _, k := range [...]string{"If-None-Match", "If-Modified-Since"} {
+		if v := req.Header.Get(k); v != "" {
+			b = append(b, "\r\n"...)
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+		}
+	}
 	return append(b, "\r\n\r\n"...)
 }
 

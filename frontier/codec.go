@@ -179,7 +179,8 @@ func appendRecord(buf []byte, s *stored) []byte {
 	buf = binary.AppendVarint(buf, unixNano(s.NextTry))
 	buf = appendString(buf, s.Reason)
 	buf = appendString(buf, s.Host)
-	return appendString(buf, s.URL)
+	buf = appendString(buf, s.URL)
+	return appendPageTail(buf, s)
 }
 
 func decodeRecord(fp uint64, v []byte) (stored, error) {
@@ -198,6 +199,7 @@ func decodeRecord(fp uint64, v []byte) (stored, error) {
 	s.Reason = r.string()
 	s.Host = r.string()
 	s.URL = r.string()
+	r.pageTail(&s)
 	if r.err == nil && (s.State < InList || s.State > Stalled) {
 		r.err = fmt.Errorf("bad state %d", s.State)
 	}
@@ -216,7 +218,11 @@ func appendQueueValue(buf []byte, s *stored) []byte {
 	buf = binary.AppendVarint(buf, int64(s.Tries))
 	buf = binary.AppendVarint(buf, unixNano(s.Discovered))
 	buf = appendString(buf, s.Host)
-	return appendString(buf, s.URL)
+	buf = appendString(buf, s.URL)
+	if !s.Due.IsZero() { // a revisit: its Due (absent otherwise, and before recurring crawls)
+		buf = binary.AppendVarint(buf, unixNano(s.Due))
+	}
+	return buf
 }
 
 func decodeQueueValue(v []byte) (Record, error) {
@@ -229,6 +235,9 @@ func decodeQueueValue(v []byte) (Record, error) {
 	rec.Discovered = fromUnixNano(r.varint())
 	rec.Host = r.string()
 	rec.URL = r.string()
+	if r.err == nil && len(r.b) > 0 {
+		rec.Due = fromUnixNano(r.varint())
+	}
 	if r.err != nil {
 		return Record{}, fmt.Errorf("frontier: queue entry: corrupt: %w", r.err)
 	}

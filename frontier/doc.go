@@ -9,10 +9,12 @@
 // # Layout
 //
 //	records     hk (4B BE) | fp (8B BE)          -> record (version, state, seq, depth, tries,
-//	                                                status, times, reason, host, url)
-//	queue       phase (2B BE) | seq (8B BE)      -> fp, depth, tries, discovered, host, url
+//	                                                status, times, reason, host, url
+//	                                                [, due, page state: recurring crawls])
+//	queue       phase (2B BE) | seq (8B BE)      -> fp, depth, tries, discovered, host, url [, due]
 //	running     hk | fp                          -> seq (8B BE) [claim marker]
 //	retry       retryAt (8B BE ns) | hk | fp     -> nil
+//	due         due (8B BE ns) | hk | fp         -> nil (COMPLETED URLs waiting for a revisit)
 //	hosts       host                             -> HostStats (admitted, fetched, errors, bytes, last fetch)
 //	meta        format marker, version, seq counter, nphase, re-key mark, state counters
 //
@@ -21,7 +23,8 @@
 // the links to its own host its pages add) touch a few bbolt pages; keyed by
 // fingerprint alone (format 1, migrated at Open: migrate.go), every URL
 // written dirtied a page of its own, and a commit rewrote ~4 MB. Running is
-// the IN_PROGRESS URLs, retry the STALLED ones in due order.
+// the IN_PROGRESS URLs, retry the STALLED ones in due order, due the
+// COMPLETED ones to fetch again (recrawl.go), in due order too.
 //
 // seq is the URL's index in the URLStates array: assigned once at insertion,
 // it never changes, so Requeue, the retry lane and kill -9 recovery put a URL

@@ -82,10 +82,13 @@ type Frontier struct {
 	cerr   error
 
 	beforeCommit atomic.Pointer[func()] // SetBeforeCommit
+	dueFilter    atomic.Pointer[DueFilter]
+	revisits     atomic.Int64 // mirror of the persisted mRevisits
 
 	// Owned by the writer goroutine (and Open, before it starts).
-	seq  uint64
-	wcnt [numCounters]int64
+	seq       uint64
+	wcnt      [numCounters]int64
+	wrevisits int64
 }
 
 // SetMaxPerHost changes how many URLs per host Add admits from now on
@@ -248,6 +251,9 @@ func (f *Frontier) init() error {
 			return errors.New("corrupt frontier: meta nphase")
 		}
 		rekey = meta.Get(mRekey) != nil
+		if v := meta.Get(mRevisits); len(v) == 8 {
+			f.wrevisits = int64(binary.BigEndian.Uint64(v))
+		}
 		c := meta.Get(mCounts)
 		if len(c) != 8*numCounters {
 			return errors.New("corrupt frontier: meta counts")
@@ -312,6 +318,20 @@ func (f *Frontier) init() error {
 	if n > 0 {
 		f.log.Info("recovered in-progress URLs to the queue", "urls", n)
 	}
+	// Files written before recurring crawls have no due index.
+	var haveDue bool
+	if err := f.view(func(tx *bolt.Tx) error { haveDue = tx.Bucket(bDue) != nil; return nil }); err != nil {
+		return err
+	}
+	if !haveDue {
+		err := f.update(func(tx *bolt.Tx) error {
+			_, err := tx.CreateBucket(bDue)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("create the due index: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -339,6 +359,7 @@ func (f *Frontier) publishCounts() {
 	for i := range f.wcnt {
 		f.cnt[i].Store(f.wcnt[i])
 	}
+	f.revisits.Store(f.wrevisits)
 }
 
 // Close stops the writer (writes already queued are still committed) and

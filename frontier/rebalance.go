@@ -173,12 +173,18 @@ func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
 			}
 			switch {
 			case r.State == Completed && s.State == Completed:
+				if err := st.unindexDue(&s); err != nil {
+					return 0, err
+				}
 				st.cnt[cCompleted]--
 			case r.State != Completed && s.State == InProgress && st.claimed(key):
 				if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
 					return 0, err
 				}
 				st.cnt[cInProgress]--
+				if !s.Due.IsZero() {
+					st.revisits-- // a queued revisit, filed for its new owner
+				}
 			default:
 				st.ignored++
 				continue
@@ -276,7 +282,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 				}
 				st.seq++
 				s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
-					Reason: reason, Discovered: st.now}, seq: st.seq}
+					Reason: reason, Discovered: st.now, Due: u.due}, seq: st.seq}
 				if admit {
 					hs.Admitted++
 				}
@@ -296,10 +302,21 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 					st.ignored++
 					continue
 				}
-				s.State, s.Reason, s.NextTry = Completed, "done_elsewhere", time.Time{}
+				if !s.Due.IsZero() {
+					st.revisits-- // a queued revisit: the other member fetched it
+				}
+				s.State, s.Reason, s.NextTry, s.Due = Completed, "done_elsewhere", time.Time{}, u.due
 				if reason == ReasonReplica {
 					s.Reason = ReasonReplica
 				}
+			}
+			if !u.due.IsZero() && s.Page.Interval == 0 {
+				// Not sent along: the time to its due time stands in for
+				// it (a refused release is looked at again this much later).
+				s.Page.Interval = max(u.due.Sub(st.now), 0)
+			}
+			if err := st.indexDue(&s); err != nil {
+				return 0, err
 			}
 			if err := st.putRecord(&s); err != nil {
 				return 0, err

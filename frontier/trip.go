@@ -3,6 +3,7 @@ package frontier
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // Settle records the outcome of one host trip in ONE transaction: the new
@@ -75,6 +76,7 @@ type Taken struct {
 	FP    uint64
 	URL   string
 	Depth int
+	Due   time.Time // a queued revisit's Due (zero: a first visit)
 }
 
 // Taken returns the URLs the write took for the caller's trip, once Poll or

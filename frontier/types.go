@@ -53,6 +53,15 @@ type Record struct {
 	// attempt finished (kept so a COMPLETED URL can become due again later);
 	// NextTry is when a STALLED URL may be retried.
 	Discovered, Fetched, NextTry time.Time
+	// Due is when the URL is due to be fetched again (recurring crawls;
+	// zero: never). A COMPLETED record with a Due waits in the due index
+	// until then; once released to the queue it keeps the Due it was
+	// released for, so its fetch knows how late it came (Due is then set
+	// anew, or cleared, by the fetch's result).
+	Due time.Time
+	// Page is what the URL's fetches kept for recurring crawls: its
+	// validators, payload digest, revisit interval and change history.
+	Page PageState
 }
 
 // Ref names one URL of the frontier: its fingerprint and its host (as in
@@ -82,6 +91,11 @@ type NewURL struct {
 	URL   string
 	Host  string
 	Depth int
+	// Due, for a URL moved from another node (rebalance), is when it is
+	// due to be fetched again: a COMPLETED record (AddDone, AddReplicas)
+	// waits until then; a queued revisit (Add) keeps it for its lag. Zero:
+	// none.
+	Due time.Time
 	// Redirects is the length of the redirect chain that led to URL (0: a
 	// link). It travels with a redirect's target to the target's owner,
 	// which limits chains (fetch.max_redirects) however many members they
@@ -104,6 +118,17 @@ type Result struct {
 	// Delay is the host's politeness delay in effect (HostStats.Delay);
 	// 0 leaves the recorded one.
 	Delay time.Duration
+	// Revisit, when its Interval is > 0, makes a URL that this result
+	// COMPLETES due again (see Schedule; a Stalled result whose tries are
+	// used up included); zero: the URL is not fetched again.
+	Revisit Schedule
+	// Change says whether the page changed since its last fetch (recorded
+	// in Page.History and used by an adaptive Schedule).
+	Change Change
+	// Page, when not nil, replaces the stored validators and digest
+	// (ETag, LastModified, Digest, Archived); Interval and History are
+	// the frontier's and are ignored here.
+	Page *PageState
 }
 
 // Counts is how many URLs are in each state.

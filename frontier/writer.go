@@ -63,12 +63,13 @@ type pendingURL struct {
 	url   string
 	host  string
 	depth int
+	due   time.Time
 }
 
 // newPendingURL prepares the URL u of host for the writer.
 func newPendingURL(u NewURL, host string) pendingURL {
 	host = normHost(host)
-	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0)}
+	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due}
 }
 
 func (o *op) items() int {
@@ -386,6 +387,7 @@ func (f *Frontier) commit(ops []*op) {
 func (f *Frontier) committed(st *txState) {
 	f.seq = st.seq
 	f.wcnt = st.cnt
+	f.wrevisits = st.revisits
 	f.publishCounts()
 }
 
@@ -395,7 +397,9 @@ type txState struct {
 	now                                       time.Time
 	nphase                                    int
 	urls, queue, inprog, stalled, hosts, meta *bolt.Bucket
+	due                                       *bolt.Bucket
 	seq                                       uint64
+	revisits                                  int64 // released revisits not fetched yet
 	cnt                                       [numCounters]int64
 	hostCache                                 map[string]*HostStats
 	slab                                      slab
@@ -404,7 +408,7 @@ type txState struct {
 }
 
 func (f *Frontier) newTxState(now time.Time) *txState {
-	return &txState{f: f, now: now, nphase: f.Phases(), seq: f.seq, cnt: f.wcnt, scratch: make([]byte, 0, 512)}
+	return &txState{f: f, now: now, nphase: f.Phases(), seq: f.seq, cnt: f.wcnt, revisits: f.wrevisits, scratch: make([]byte, 0, 512)}
 }
 
 func (st *txState) begin(tx *bolt.Tx) {
@@ -416,10 +420,14 @@ func (st *txState) begin(tx *bolt.Tx) {
 	st.stalled.FillPercent = 0.9
 	st.hosts = tx.Bucket(bHosts)
 	st.meta = tx.Bucket(bMeta)
+	st.due = tx.Bucket(bDue)
+	if st.due != nil {
+		st.due.FillPercent = 0.9
+	}
 	// Start from the committed state: commit runs its function once (DB.Update,
 	// never DB.Batch, which may run it twice), and a failed transaction
 	// leaves nothing behind.
-	st.seq, st.cnt, st.ignored = st.f.seq, st.f.wcnt, 0
+	st.seq, st.cnt, st.ignored, st.revisits = st.f.seq, st.f.wcnt, 0, st.f.wrevisits
 	st.hostCache = make(map[string]*HostStats)
 }
 
@@ -434,10 +442,14 @@ func (st *txState) flush() error {
 	for _, v := range st.cnt {
 		c = binary.BigEndian.AppendUint64(c, uint64(v))
 	}
-	return errors.Join(
+	err := errors.Join(
 		st.meta.Put(mCounts, c),
 		st.meta.Put(mSeq, binary.BigEndian.AppendUint64(nil, st.seq)),
 	)
+	if st.revisits != st.f.wrevisits {
+		err = errors.Join(err, st.meta.Put(mRevisits, binary.BigEndian.AppendUint64(nil, uint64(max(st.revisits, 0)))))
+	}
+	return err
 }
 
 func (st *txState) apply(o *op) (int, error) {
@@ -513,6 +525,13 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	for i := range adds {
 		u := &adds[i]
 		if st.urls.Get(recKey(st.scratch[:0], u.hk, u.fp)) != nil {
+			if !u.due.IsZero() {
+				// A revisit moved here by a rebalance, for a URL kept
+				// here as COMPLETED (a replica): queue it now.
+				if err := st.requeueDone(u); err != nil {
+					return 0, err
+				}
+			}
 			continue // known (also when added earlier in this transaction)
 		}
 		hs, err := st.host(u.host)
@@ -524,7 +543,10 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 			continue
 		}
 		st.seq++
-		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: InList, Discovered: st.now}, seq: st.seq}
+		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: InList, Discovered: st.now, Due: u.due}, seq: st.seq}
+		if !u.due.IsZero() {
+			st.revisits++
+		}
 		hs.Admitted++
 		added++
 		if tk != nil && len(tk.got) < tk.room && u.host == tk.host {
@@ -579,7 +601,7 @@ func (st *txState) claimQueued(tk *taking) error {
 		if err := st.start(s); err != nil {
 			return err
 		}
-		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth})
+		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth, Due: s.Due})
 	}
 	return nil
 }
@@ -698,6 +720,9 @@ func (st *txState) finish(rs []Result) (int, error) {
 		} else {
 			s.State, s.NextTry = Completed, time.Time{}
 			st.cnt[cCompleted]++
+			if err := st.finishRevisit(&s, &r); err != nil {
+				return 0, err
+			}
 		}
 		if err := st.putRecord(&s); err != nil {
 			return 0, err

@@ -257,7 +257,7 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 }
 
 // Handler returns the node's HTTP API: the status page (/), /metrics,
-// /healthz, /readyz, /v1/status, /v1/members, /v1/crawl-log and POST
+// /healthz, /readyz, /v1/status, /v1/members, /v1/crawl-log, /v1/plan and POST
 // /v1/seeds, /v1/pause, /v1/resume. Writes from another origin, a web page
 // that posts to the API from the operator's browser, are refused with 403
 // whether or not a token is set (net/http's CrossOriginProtection: the
@@ -285,6 +285,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/crawl-log", n.handleCrawlLog)
 	mux.HandleFunc("GET /v1/members", n.handleMembers)
 	mux.HandleFunc("GET /{$}", serveStatusPage)
+	mux.HandleFunc("GET /v1/plan", n.handlePlan)
 	return http.NewCrossOriginProtection().Handler(n.requireToken(mux))
 }
 

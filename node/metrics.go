@@ -23,6 +23,11 @@ type Metrics struct {
 	StalledRetries prometheus.Counter
 	Truncated      prometheus.Counter
 	OutOfScope     *prometheus.CounterVec // {reason}
+
+	// Recurring crawls.
+	PagesUnchanged prometheus.Counter
+	PagesChanged   prometheus.Counter
+	RecrawlLag     prometheus.Histogram
 }
 
 // NewMetrics registers the node's series. frontierStates and bucketStates are
@@ -65,7 +70,18 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		OutOfScope: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "phasecrawl_urls_out_of_scope_total", Help: "Discovered URLs dropped by the scope rules, by reason.",
 		}, []string{"reason"}),
+		PagesUnchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_pages_unchanged_total", Help: "Revisited pages found unchanged (a 304 Not Modified, or the payload digest of the last capture): archived as WARC revisit records, their links not extracted again.",
+		}),
+		PagesChanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_pages_changed_total", Help: "Revisited pages whose payload changed since the last capture: archived again in full.",
+		}),
+		RecrawlLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "phasecrawl_recrawl_lag_seconds", Help: "How late a revisit was fetched: the request's start minus the time the URL was due again.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
+		}),
 	}
+	r.MustRegister(m.PagesUnchanged, m.PagesChanged, m.RecrawlLag)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),

@@ -193,6 +193,7 @@ type Options struct {
 
 // Node is one running crawler.
 type Node struct {
+	spare  atomic.Pointer[float64] // the revisit plan's spare time, seconds (plan.go)
 	cfg    config.Config
 	log    *slog.Logger
 	front  *frontier.Frontier
@@ -438,6 +439,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := n.newBudget(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if err := n.initRecrawl(); err != nil {
+		return nil, fmt.Errorf("node: recrawl metrics: %w", err)
+	}
 	if opts.Listener != nil {
 		n.ln = opts.Listener
 	} else if cfg.HTTP != "" {
@@ -526,6 +530,11 @@ func (n *Node) Run(ctx context.Context) error {
 			n.bw.Run(ctx)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.planLoop(ctx)
+	}()
 	if len(n.crashWARC) > 0 {
 		// Before the scheduler runs: these pages are IN_LIST again.
 		if k, err := n.recoverArchived(ctx); err != nil {
@@ -655,7 +664,8 @@ func (n *Node) notify() {
 
 // retryLane releases STALLED URLs whose backoff has passed back to IN_LIST
 // (seed 003's inactive-URL lane): dead hosts wait out their backoff on disk
-// instead of holding a worker or a bucket row.
+// instead of holding a worker or a bucket row. Each second it also
+// releases the URLs whose revisit is due (recurring crawls).
 func (n *Node) retryLane(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -681,6 +691,9 @@ func (n *Node) retryLane(ctx context.Context) {
 			if k < 1000 {
 				break
 			}
+		}
+		if n.releaseDue(ctx, time.Now()) {
+			n.notify()
 		}
 	}
 }

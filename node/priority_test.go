@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -141,5 +142,64 @@ func TestTripReport(t *testing.T) {
 				t.Fatalf("finished = %+v, want wait in %v, %v per request", f, tc.wait, tc.perPage)
 			}
 		})
+	}
+}
+
+// TestSchedulerSitePriority: with sites: priorities, dispatched elements
+// wait in order of their site's priority (a site of priority > 0 in the
+// priority lane), in dispatch order among equals, so that when more hosts
+// are due than workers are free the higher-priority sites are served
+// first.
+func TestSchedulerSitePriority(t *testing.T) {
+	b, err := bucket.New(bucket.Config{Columns: 199, Rows: 4, ListCap: 20, MaxQueueWait: time.Second, Phases: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n.cfg.Sites = []config.Site{{Match: "vip*", Priority: 10}, {Match: "mid*", Priority: 5}, {Match: "low*", Priority: -5}}
+	s := newScheduler(n)
+	now := time.Now()
+	for _, h := range []string{"a", "b", "c", "vip1", "vip2", "mid1", "mid2", "low1", "low2"} {
+		s.tripDone(h) // known: only the site priority orders them
+	}
+	batch := func(host string) bucket.Batch {
+		if o := b.Add(now, host, frontier.HostHash(host), bucket.Item{FP: frontier.HostHash(host)}); o != bucket.Placed {
+			t.Fatalf("add %s: %v", host, o)
+		}
+		bt, ok := b.DispatchHost(host, frontier.HostHash(host))
+		if !ok {
+			t.Fatalf("DispatchHost(%s): none", host)
+		}
+		return bt
+	}
+	order := func() string {
+		var hs []string
+		for _, bt := range s.pending {
+			hs = append(hs, bt.Host)
+		}
+		return fmt.Sprintf("%s (%d prio)", strings.Join(hs, " "), s.nprio)
+	}
+	for i, st := range []struct {
+		enqueue []string
+		handOut int
+		want    string
+	}{
+		{enqueue: []string{"low1", "a", "b"}, want: "a b low1 (0 prio)"},
+		{enqueue: []string{"mid1", "c", "vip1"}, want: "vip1 mid1 a b c low1 (2 prio)"},
+		{enqueue: []string{"mid2", "low2", "vip2"}, want: "vip1 vip2 mid1 mid2 a b c low1 low2 (4 prio)"},
+		{handOut: 3, want: "mid2 a b c low1 low2 (1 prio)"},
+		{enqueue: []string{"new"}, want: "mid2 new a b c low1 low2 (2 prio)"}, // a new host: the lane, behind higher sites
+	} {
+		var bs []bucket.Batch
+		for _, h := range st.enqueue {
+			bs = append(bs, batch(h))
+		}
+		s.enqueue(bs)
+		for range st.handOut {
+			s.handedOut()
+		}
+		if got := order(); got != st.want {
+			t.Fatalf("step %d: pending %s, want %s", i, got, st.want)
+		}
 	}
 }

@@ -101,7 +101,7 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 		}
 		t := &hostTrip{n: n, host: host, hostHash: frontier.HostHash(host), delay: n.cfg.Delay}
 		for _, p := range pages {
-			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Tries: p.rec.Tries}
+			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Tries: p.rec.Tries, Due: p.rec.Due}
 			resp, err := fetch.FromRecord(p.rec.URL, p.block, p.truncated, n.cfg.Fetch.MaxBodySize)
 			if err != nil {
 				n.log.Warn("archived response not usable: the page is fetched again", "url", p.rec.URL, "error", err)
@@ -110,6 +110,8 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 			}
 			res := frontier.Result{FP: it.FP, Host: host, State: frontier.Completed}
 			entry := archive.LogEntry{Time: p.at, URL: p.rec.URL} // its duration is not archived
+			// A full response was archived: the page changed (or was new).
+			t.classify(resp, prevPage(p.rec), p.at, &res)
 			t.outcome(it, resp, &res, &entry)
 			t.keep(it, res, entry, !logged[p.rec.URL])
 			settled++

@@ -213,15 +213,29 @@ func (n *Node) schedule(ctx context.Context) {
 
 // enqueue appends dispatched elements to the pending ones, slow and new
 // hosts' (priority) behind the priority ones already waiting but ahead of
-// the others.
+// the others. With sites: priorities, a host's element also waits ahead of
+// those of lower-priority sites in its part of the queue (and one of a
+// site of priority > 0 takes the priority lane): when the due work exceeds
+// the workers, higher-priority sites are served first.
 func (s *scheduler) enqueue(bs []bucket.Batch) {
+	ranked := s.n.sitePriorities()
 	for _, b := range bs {
-		if s.priority(b.Host) {
-			s.pending = slices.Insert(s.pending, s.nprio, b)
-			s.nprio++
-		} else {
-			s.pending = append(s.pending, b)
+		r := 0
+		if ranked {
+			r = s.n.sitePriority(b.Host)
 		}
+		lo, hi := s.nprio, len(s.pending) // the part b joins
+		if s.priority(b.Host) || r > 0 {
+			lo, hi = 0, s.nprio
+			s.nprio++
+		}
+		at := hi
+		if ranked { // after the last element of its part whose site ranks at least as high
+			for at > lo && s.n.sitePriority(s.pending[at-1].Host) < r {
+				at--
+			}
+		}
+		s.pending = slices.Insert(s.pending, at, b)
 	}
 }
 
@@ -290,6 +304,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	}
 	limit := min(scanChunk, n.cfg.Frontier.Window-s.scanned)
 	accept := func(host string) bool { return n.bkt.Accepts(host, frontier.HostHash(host)) }
+	ranked := n.sitePriorities()
 	next, err := n.front.ScanFiltered(phase, s.cursor, limit, accept, func(r frontier.Record) bool {
 		visited++
 		if _, ok := s.marking[r.FP]; ok {
@@ -298,10 +313,10 @@ func (s *scheduler) fill(now time.Time, phase int) {
 		if n.holder != nil && n.holder.Held(r.FP) {
 			return true // its owner is away for now (cluster.takeover_after)
 		}
-		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries}
+		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries, Due: r.Due}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
 		case bucket.Placed:
-			if s.priority(r.Host) {
+			if s.priority(r.Host) || ranked && n.sitePriority(r.Host) > 0 {
 				s.urgent = append(s.urgent, r.Host)
 			}
 			placed = append(placed, r.Ref())

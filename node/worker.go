@@ -288,8 +288,12 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.FP = 0
 		return
 	}
+	prev := t.revisitOf(it)
 	start := time.Now()
-	resp, err := n.client.Fetch(ctx, it.URL)
+	if !it.Due.IsZero() && it.Tries == 0 {
+		n.m.RecrawlLag.Observe(max(start.Sub(it.Due), 0).Seconds())
+	}
+	resp, err := n.client.FetchConditional(ctx, it.URL, conditional(prev))
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	entry.DurationMS = t.last.Sub(start).Milliseconds()
@@ -319,7 +323,8 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.m.BytesFetched.Add(float64(len(resp.RawBody)))
 	n.pages.Add(1)
 	n.bytes.Add(int64(len(resp.RawBody)))
-	t.archive(resp)
+	rv := t.classify(resp, prev, time.Now(), &res)
+	t.archiveAs(resp, res.Page, rv)
 	t.outcome(it, resp, &res, &entry)
 }
 
@@ -332,6 +337,10 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 		t.n.m.Truncated.Inc()
 	}
 	switch {
+	case res.Change == frontier.Unchanged:
+		// A revisit of an unchanged page (a 304, or the same payload):
+		// its links were extracted when it last changed.
+		res.Reason, entry.Reason = "ok", "unchanged"
 	case resp.Status >= 300 && resp.Status < 400:
 		res.Reason, entry.Reason = "redirect", "redirect"
 		if resp.Location != "" {
@@ -359,9 +368,20 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 	}
 	n := t.n
 	res.Delay = t.delay
+	// A STALLED result carries it too: the frontier completes a URL whose
+	// tries are used up, and it is due again like the others.
+	res.Revisit = n.revisitSchedule(t.host)
+	var due time.Time
+	if res.State == frontier.Completed {
+		if res.Revisit.Interval > 0 {
+			// The replica's copy of the Due the frontier sets (from the
+			// base interval: the adaptive history is the owner's).
+			due = time.Now().Add(res.Revisit.Interval)
+		}
+	}
 	t.results = append(t.results, res)
 	if res.State == frontier.Completed && n.repl != nil {
-		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth})
+		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth, Due: due})
 	}
 	if log {
 		if err := n.clog.Write(entry); err != nil {
@@ -521,7 +541,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 			t.requeue = append(t.requeue, tk.FP)
 			continue
 		}
-		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth})
+		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth, Due: tk.Due})
 		t.n.m.URLsTaken.Inc()
 	}
 	if err != nil {

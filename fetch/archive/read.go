@@ -241,7 +241,9 @@ func verifyRecord(h map[string]string, block []byte) error {
 	if d := h["WARC-Block-Digest"]; strings.HasPrefix(d, "sha1:") && !strings.EqualFold(d, Digest(block)) {
 		return fmt.Errorf("WARC-Block-Digest %s, block hashes to %s", d, Digest(block))
 	}
-	if d := h["WARC-Payload-Digest"]; strings.HasPrefix(d, "sha1:") &&
+	// A revisit record's payload digest is the earlier capture's: its block
+	// holds no payload to check it against.
+	if d := h["WARC-Payload-Digest"]; strings.HasPrefix(d, "sha1:") && h["WARC-Type"] != "revisit" &&
 		strings.HasPrefix(h["Content-Type"], "application/http") && bytes.HasPrefix(block, []byte("HTTP/")) {
 		if i := bytes.Index(block, []byte("\r\n\r\n")); i >= 0 && !strings.EqualFold(d, Digest(block[i+4:])) {
 			return fmt.Errorf("WARC-Payload-Digest %s, payload hashes to %s", d, Digest(block[i+4:]))

@@ -160,6 +160,32 @@ type Exchange struct {
 	// Content-Encoding, JPEG, ZIP, ...), where deflating again costs CPU and
 	// saves nothing.
 	Stored bool
+	// Revisit, when not nil, makes the response record a revisit record
+	// (WARC 1.1 §6.7): the page did not change since the capture it refers
+	// to, and the record's block is Response alone (the HTTP head; Body is
+	// ignored).
+	Revisit *Revisit
+}
+
+// The revisit profiles of WARC 1.1 §6.7.
+const (
+	// ProfileIdenticalPayload: the payload has the digest of an earlier capture (§6.7.2).
+	ProfileIdenticalPayload = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+	// ProfileNotModified: the server answered a conditional request 304 Not Modified (§6.7.3).
+	ProfileNotModified = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+)
+
+// Revisit describes a revisit record: its profile and the capture it
+// refers to.
+type Revisit struct {
+	Profile string // ProfileIdenticalPayload or ProfileNotModified
+	// RefersToTargetURI and RefersToDate name the earlier capture
+	// (WARC-Refers-To-Target-URI, WARC-Refers-To-Date; zero: omitted).
+	RefersToTargetURI string
+	RefersToDate      time.Time
+	// PayloadDigest is the earlier capture's WARC-Payload-Digest ("":
+	// omitted; required by the identical-payload-digest profile).
+	PayloadDigest string
 }
 
 // WriteExchange writes a request record and a response record (the request's
@@ -187,7 +213,10 @@ func (w *WARCWriter) Write(x Exchange) error {
 	ip := oneLine(x.IP)
 	resp := [2][]byte{x.Response, x.Body} // the response block, in two parts
 	var payloadDigest string
-	if bytes.HasPrefix(x.Response, []byte("HTTP/")) {
+	if x.Revisit != nil {
+		resp = [2][]byte{x.Response, nil}
+		payloadDigest = x.Revisit.PayloadDigest
+	} else if bytes.HasPrefix(x.Response, []byte("HTTP/")) {
 		if x.Body != nil {
 			payloadDigest = Digest(x.Body)
 		} else if i := bytes.Index(x.Response, []byte("\r\n\r\n")); i >= 0 {
@@ -224,8 +253,12 @@ func (w *WARCWriter) Write(x Exchange) error {
 			putRecordBuf(buf)
 			return err
 		}
+		respType := "response"
+		if x.Revisit != nil {
+			respType = "revisit"
+		}
 		fields = append(fields[:0],
-			field{"WARC-Type", "response"},
+			field{"WARC-Type", respType},
 			field{"WARC-Record-ID", respID},
 			field{"WARC-Date", date},
 			field{"WARC-Target-URI", target},
@@ -240,7 +273,15 @@ func (w *WARCWriter) Write(x Exchange) error {
 		if payloadDigest != "" {
 			fields = append(fields, field{"WARC-Payload-Digest", payloadDigest})
 		}
-		if x.Truncated {
+		if v := x.Revisit; v != nil {
+			fields = append(fields, field{"WARC-Profile", v.Profile})
+			if v.RefersToTargetURI != "" {
+				fields = append(fields, field{"WARC-Refers-To-Target-URI", oneLine(v.RefersToTargetURI)})
+			}
+			if !v.RefersToDate.IsZero() {
+				fields = append(fields, field{"WARC-Refers-To-Date", warcDate(v.RefersToDate)})
+			}
+		} else if x.Truncated {
 			fields = append(fields, field{"WARC-Truncated", "length"})
 		}
 		if err := w.appendRecord(buf, fields, respDigest, resp, x.Stored); err != nil {
@@ -568,6 +609,9 @@ func Digest(b []byte) string {
 	sum := sha1.Sum(b)
 	return digestString(sum[:])
 }
+
+// FormatDigest returns the WARC digest of a SHA-1 sum (sha1.Sum's result).
+func FormatDigest(sum [sha1.Size]byte) string { return digestString(sum[:]) }
 
 func newRecordID() (string, error) {
 	u, err := uuid.NewRandom()

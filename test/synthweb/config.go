@@ -83,6 +83,20 @@ type Config struct {
 	// MinBody and MaxBody bound the size of an HTML content page in bytes.
 	// Defaults 2048 and 8192, valid 256..1048576, MinBody <= MaxBody.
 	MinBody, MaxBody int
+	// ChangeEvery makes a fraction ChangingPages of the pages change every
+	// ChangeEvery, counted from New: their 200 responses end with a
+	// revision paragraph (their links stay the same). Default 0: no page
+	// ever changes. Valid 0..24h, whole seconds (Last-Modified has second
+	// resolution).
+	ChangeEvery time.Duration
+	// ChangingPages is the fraction of pages (chosen by page id) that
+	// change every ChangeEvery. Default 0, valid 0..1.
+	ChangingPages float64
+	// Validators makes the 200 responses of pages carry an ETag and a
+	// Last-Modified, and a request whose If-None-Match or
+	// If-Modified-Since shows the current revision get 304 Not Modified
+	// without a body. Default false.
+	Validators bool
 }
 
 // DefaultConfig returns the default synthetic web: 600 hosts, 24,000
@@ -150,6 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("synthweb: min_body=%d: must be in 256..1048576", c.MinBody)
 	case c.MaxBody < c.MinBody || c.MaxBody > 1<<20:
 		return fmt.Errorf("synthweb: max_body=%d: must be in min_body..1048576", c.MaxBody)
+	case c.ChangeEvery < 0 || c.ChangeEvery > 24*time.Hour || c.ChangeEvery%time.Second != 0:
+		return fmt.Errorf("synthweb: change_every=%s: must be in 0..24h, whole seconds", c.ChangeEvery)
 	}
 	for _, f := range []struct {
 		key string
@@ -163,6 +179,7 @@ func (c Config) Validate() error {
 		{"crawl_delay_hosts", c.CrawlDelayHosts, 1},
 		{"slow_hosts", c.SlowHosts, 1},
 		{"gzip_hosts", c.GzipHosts, 1},
+		{"changing_pages", c.ChangingPages, 1},
 	} {
 		if err := frac(f.key, f.v, f.max); err != nil {
 			return err

@@ -109,6 +109,8 @@ type Web struct {
 	unkMu    sync.Mutex
 	unknownH map[string]int // requests to unknown hosts, by URL
 
+	epoch time.Time // revision 0 of changing pages (ChangeEvery): New's time, whole seconds
+
 	gzPool  sync.Pool
 	bufPool sync.Pool
 	cache   pageCache // filled by Prerender; one slot per page
@@ -120,7 +122,7 @@ func New(c Config) (*Web, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Web{cfg: c, byName: make(map[string]*site), unknownH: make(map[string]int)}
+	w := &Web{cfg: c, byName: make(map[string]*site), unknownH: make(map[string]int), epoch: time.Now().Truncate(time.Second)}
 	g := &gen{w: w, r: rand.New(rand.NewSource(c.Seed))}
 	g.run()
 	w.cache = make(pageCache, len(w.pages))

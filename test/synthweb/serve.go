@@ -42,6 +42,7 @@ type Visit struct {
 	URI        string    // request target (path and query; "/robots.txt" included)
 	Start, End time.Time // arrival; response complete or request abandoned
 	Agent      string    `json:",omitempty"` // User-Agent header
+	Status     int       `json:",omitempty"` // status sent (0: abandoned before a response)
 }
 
 func (st *hostStats) reset() {
@@ -151,10 +152,11 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	disallowed := known && !isRobots && !s.robots.allowed(r.UserAgent(), uri)
 	s.st.arrive(now, uri, isRobots, known, disallowed)
 	left := false
+	status := 0
 	leave := func() {
 		if !left {
 			left = true
-			s.st.leave(Visit{URI: uri, Start: now, End: time.Now(), Agent: r.UserAgent()})
+			s.st.leave(Visit{URI: uri, Start: now, End: time.Now(), Agent: r.UserAgent(), Status: status})
 		}
 	}
 	defer leave()
@@ -168,7 +170,9 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if c := w.cachedPage(id); known && !isRobots && c != nil {
+	versioned := w.versioned() && known && !isRobots && id >= 0
+	if c := w.cachedPage(id); known && !isRobots && c != nil && !versioned {
+		status = c.resp.status
 		w.serveCached(rw, r, s, c, leave)
 		return
 	}
@@ -187,8 +191,16 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	default:
 		resp = w.render(buf, s, id)
 	}
-	body := buf.Bytes()
 	h := rw.Header()
+	if versioned && resp.status == http.StatusOK {
+		if w.revise(rw, r, buf, id, now) {
+			status = http.StatusNotModified
+			leave()
+			rw.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	body := buf.Bytes()
 	h.Set("Content-Type", resp.ctype)
 	if resp.location != "" {
 		h.Set("Location", resp.location)
@@ -212,6 +224,7 @@ func (w *Web) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	status = resp.status
 	leave() // the response is complete: the next request of a polite client may arrive any time now
 	rw.WriteHeader(resp.status)
 	if r.Method != http.MethodHead {

@@ -1,0 +1,317 @@
+package frontier
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRecordCodecPageTail(t *testing.T) {
+	now := time.Unix(1700000000, 5)
+	want := stored{Record: Record{FP: 7, URL: "http://a.test/x", Host: "a.test", State: Completed, Status: 200, Reason: "ok",
+		Due: now.Add(time.Hour), Page: PageState{ETag: `"abc"`, LastModified: "Tue, 14 Nov 2023 22:13:20 GMT",
+			Digest: [20]byte{1, 2, 3, 19: 9}, Archived: now, Interval: 90 * time.Second, History: 0b101, Checks: 3}}, seq: 3}
+	b := appendRecord(nil, &want)
+	got, err := decodeRecord(7, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Due.Equal(want.Due) || !got.Page.Archived.Equal(want.Page.Archived) {
+		t.Fatalf("times: got %v %v", got.Due, got.Page.Archived)
+	}
+	got.Due, got.Page.Archived = want.Due, want.Page.Archived
+	if got != want {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	// A record without the tail (written before recurring crawls) is the
+	// same bytes as before: nothing is appended.
+	plain := want
+	plain.Due, plain.Page = time.Time{}, PageState{}
+	pb := appendRecord(nil, &plain)
+	if p, err := decodeRecord(7, pb); err != nil || !p.Due.IsZero() || !p.Page.zero() {
+		t.Fatalf("plain record: %+v, %v", p, err)
+	}
+	if len(pb) >= len(b) {
+		t.Fatalf("plain record of %d bytes, page-tailed of %d", len(pb), len(b))
+	}
+	for i := len(pb); i < len(b); i++ { // every truncation of the tail is an error, never a panic
+		if _, err := decodeRecord(7, b[:i]); err == nil && i > len(pb) {
+			t.Errorf("record cut at %d of %d bytes decoded without error", i, len(b))
+		}
+	}
+	// The queue entry of a revisit carries its Due.
+	want.State = InList
+	q, err := decodeQueueValue(appendQueueValue(nil, &want))
+	if err != nil || !q.Due.Equal(want.Due) {
+		t.Fatalf("queue value Due = %v, %v; want %v", q.Due, err, want.Due)
+	}
+}
+
+func TestScheduleNext(t *testing.T) {
+	const base = 100 * time.Second
+	for _, tc := range []struct {
+		name string
+		s    Schedule
+		cur  time.Duration
+		c    Change
+		want time.Duration
+	}{
+		{"off", Schedule{}, 0, Changed, 0},
+		{"fixed ignores changes", Schedule{Interval: base}, 50 * time.Second, Changed, base},
+		{"adaptive first fetch", Schedule{Interval: base, Adaptive: true}, 0, ChangeUnknown, base},
+		{"adaptive shrinks on change", Schedule{Interval: base, Adaptive: true}, base, Changed, 80 * time.Second},
+		{"adaptive grows when unchanged", Schedule{Interval: base, Adaptive: true}, base, Unchanged, 140 * time.Second},
+		{"adaptive floor (default half)", Schedule{Interval: base, Adaptive: true}, 55 * time.Second, Changed, 50 * time.Second},
+		{"adaptive ceiling (default 8x)", Schedule{Interval: base, Adaptive: true}, 700 * time.Second, Unchanged, 800 * time.Second},
+		{"adaptive explicit bounds", Schedule{Interval: base, Adaptive: true, Min: 90 * time.Second, Max: 120 * time.Second}, base, Unchanged, 120 * time.Second},
+	} {
+		if got := tc.s.Next(tc.cur, tc.c); got != tc.want {
+			t.Errorf("%s: Next(%s, %d) = %s, want %s", tc.name, tc.cur, tc.c, got, tc.want)
+		}
+	}
+}
+
+func TestPageHistory(t *testing.T) {
+	var p PageState
+	for _, c := range []Change{Changed, Unchanged, ChangeUnknown, Changed, Unchanged, Unchanged} {
+		p.record(c)
+	}
+	if ch, n := p.Changes(); ch != 2 || n != 5 {
+		t.Fatalf("Changes = %d of %d, want 2 of 5 (history %b)", ch, n, p.History)
+	}
+	for range 40 {
+		p.record(Unchanged)
+	}
+	if ch, n := p.Changes(); ch != 0 || n != 16 {
+		t.Fatalf("after 40 unchanged: %d of %d, want 0 of 16", ch, n)
+	}
+}
+
+// fetchAll marks every URL of us IN_PROGRESS and finishes it COMPLETED
+// with rev.
+func fetchAll(t *testing.T, f *Frontier, us []NewURL, rev Schedule, c Change) {
+	t.Helper()
+	if err := f.MarkInProgress(ctx, refsOf(us)); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]Result, len(us))
+	for i, u := range us {
+		rs[i] = Result{FP: Fingerprint(u.URL), Host: u.Host, State: Completed, Status: 200, Reason: "ok", Revisit: rev, Change: c,
+			Page: &PageState{ETag: "e" + u.URL, Digest: [20]byte{byte(i + 1)}}}
+	}
+	if err := f.Finish(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReleaseDue(t *testing.T) {
+	f := open(t, nil)
+	us := gen("due", 3, 6)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	// Half are revisited every hour, half never.
+	fetchAll(t, f, us[:3], Schedule{Interval: time.Hour}, ChangeUnknown)
+	fetchAll(t, f, us[3:], Schedule{}, ChangeUnknown)
+	if c := f.Counts(); c.Completed != 6 || c.InList != 0 {
+		t.Fatalf("counts after the first round: %+v", c)
+	}
+	next, ok := f.NextDue()
+	if !ok || time.Until(next) < 59*time.Minute || time.Until(next) > time.Hour {
+		t.Fatalf("NextDue = %v, %v; want about an hour from now", next, ok)
+	}
+	if n, err := f.ReleaseDue(ctx, time.Now(), 0); err != nil || n != 0 {
+		t.Fatalf("ReleaseDue now = %d, %v; want 0 (nothing due)", n, err)
+	}
+	if d := f.DueURLs(time.Now(), 100); d != 0 {
+		t.Fatalf("DueURLs now = %d, want 0", d)
+	}
+	later := time.Now().Add(2 * time.Hour)
+	if d := f.DueURLs(later, 100); d != 3 {
+		t.Fatalf("DueURLs in 2h = %d, want 3", d)
+	}
+	// Survives a restart (kill -9 recovery reads the same file).
+	f = reopen(t, f, nil)
+	n, err := f.ReleaseDue(ctx, later, 2)
+	if err != nil || n != 2 {
+		t.Fatalf("ReleaseDue(limit 2) = %d, %v; want 2", n, err)
+	}
+	if n, err = f.ReleaseDue(ctx, later, 0); err != nil || n != 1 {
+		t.Fatalf("second ReleaseDue = %d, %v; want 1", n, err)
+	}
+	if c := f.Counts(); c.Completed != 3 || c.InList != 3 || f.Revisits() != 3 {
+		t.Fatalf("after release: %+v, revisits %d", c, f.Revisits())
+	}
+	queued := scanAll(t, f, 0, 0)
+	if len(queued) != 3 {
+		t.Fatalf("queue holds %d URLs, want 3", len(queued))
+	}
+	for _, r := range queued {
+		if r.Due.IsZero() || r.Due.After(later) {
+			t.Errorf("queued revisit %s: Due %v", r.URL, r.Due)
+		}
+		full, ok, err := f.Get(r.Ref())
+		if err != nil || !ok || full.Page.ETag != "e"+r.URL || !full.Page.HasDigest() {
+			t.Errorf("record of %s lost its page state: %+v, %v", r.URL, full.Page, err)
+		}
+	}
+	f = reopen(t, f, nil)
+	if f.Revisits() != 3 || f.DueURLs(time.Now(), 100) != 3 {
+		t.Fatalf("after reopen: revisits %d, due %d; want 3, 3", f.Revisits(), f.DueURLs(time.Now(), 100))
+	}
+	// Fetched again, unchanged: due again, history kept, revisit done.
+	fetchAll(t, f, us[:3], Schedule{Interval: time.Hour}, Unchanged)
+	if f.Revisits() != 0 || f.Counts().Completed != 6 {
+		t.Fatalf("after the revisit: revisits %d, %+v", f.Revisits(), f.Counts())
+	}
+	r, _, _ := f.Get(RefOf(us[0].URL))
+	if ch, k := r.Page.Changes(); ch != 0 || k != 1 || r.Due.Before(time.Now().Add(59*time.Minute)) {
+		t.Fatalf("after an unchanged revisit: %d changes of %d, due %v", ch, k, r.Due)
+	}
+	// One due entry per URL: the next round releases each once.
+	if n, err := f.ReleaseDue(ctx, later, 0); err != nil || n != 3 {
+		t.Fatalf("ReleaseDue of the next round = %d, %v; want 3", n, err)
+	}
+}
+
+func TestDueFilterAndMoves(t *testing.T) {
+	f := open(t, nil)
+	us := gen("mv", 2, 4)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	fetchAll(t, f, us, Schedule{Interval: time.Minute}, ChangeUnknown)
+	refuse := RefOf(us[0].URL).FP
+	f.SetDueFilter(func(r Record) bool { return r.FP != refuse })
+	later := time.Now().Add(2 * time.Minute)
+	if n, err := f.ReleaseDue(ctx, later, 0); err != nil || n != 3 {
+		t.Fatalf("ReleaseDue with a filter = %d, %v; want 3", n, err)
+	}
+	r, _, _ := f.Get(RefOf(us[0].URL))
+	if r.State != Completed || !r.Due.After(later) {
+		t.Fatalf("refused record: %+v; want COMPLETED, due after %v", r, later)
+	}
+	// Claim and remove a queued revisit (a rebalance): it leaves the count.
+	claimed, err := f.Claim(ctx, []Ref{RefOf(us[1].URL), RefOf(us[0].URL)})
+	if err != nil || len(claimed) != 2 {
+		t.Fatalf("Claim = %d, %v", len(claimed), err)
+	}
+	if n, err := f.Remove(ctx, claimed); err != nil || n != 2 {
+		t.Fatalf("Remove = %d, %v", n, err)
+	}
+	if f.Revisits() != 2 {
+		t.Fatalf("revisits after moving one away = %d, want 2", f.Revisits())
+	}
+	// The receiving side: a COMPLETED record with its Due, and a queued
+	// revisit with its Due.
+	g := open(t, nil)
+	due := time.Now().Add(30 * time.Second)
+	if n, err := g.AddDone(ctx, []NewURL{{URL: us[0].URL, Host: us[0].Host, Due: due}}); err != nil || n != 1 {
+		t.Fatalf("AddDone = %d, %v", n, err)
+	}
+	if next, ok := g.NextDue(); !ok || !next.Equal(due) {
+		t.Fatalf("NextDue after AddDone = %v, %v; want %v", next, ok, due)
+	}
+	if r, _, _ := g.Get(RefOf(us[0].URL)); r.Page.Interval <= 25*time.Second || r.Page.Interval > 30*time.Second {
+		t.Fatalf("moved record's interval %s, want the time to its due time (about 30s)", r.Page.Interval)
+	}
+	if _, err := g.Add(ctx, []NewURL{{URL: us[1].URL, Host: us[1].Host, Due: due}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Counts(); c.InList != 1 || c.Completed != 1 || g.Revisits() != 1 {
+		t.Fatalf("receiver: %+v, revisits %d", c, g.Revisits())
+	}
+	// A moved revisit for a URL kept here COMPLETED (a replica) is queued.
+	if _, err := g.Add(ctx, []NewURL{{URL: us[0].URL, Host: us[0].Host, Due: due}}); err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Counts(); c.InList != 2 || c.Completed != 0 || g.Revisits() != 2 {
+		t.Fatalf("receiver after a moved revisit of a completed URL: %+v, revisits %d", c, g.Revisits())
+	}
+	if _, ok := g.NextDue(); ok {
+		t.Fatal("the queued URL is still in the due index")
+	}
+}
+
+func TestAdaptiveInterval(t *testing.T) {
+	f := open(t, nil)
+	us := gen("ad", 1, 2)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	sched := Schedule{Interval: 100 * time.Second, Adaptive: true, Min: 60 * time.Second, Max: 200 * time.Second}
+	fetchAll(t, f, us, sched, ChangeUnknown)
+	// us[0] never changes, us[1] always does: rounds of release and fetch.
+	for round := range 4 {
+		if n, err := f.ReleaseDue(ctx, time.Now().Add(time.Hour), 0); err != nil || n != 2 {
+			t.Fatalf("round %d: released %d, %v", round, n, err)
+		}
+		for i, c := range []Change{Unchanged, Changed} {
+			fetchAll(t, f, us[i:i+1], sched, c)
+		}
+	}
+	want := []struct {
+		interval time.Duration
+		changes  int
+	}{{200 * time.Second, 0}, {60 * time.Second, 4}} // 100×1.4⁴ capped at 200; 100×0.8⁴ = 41 raised to 60
+	for i, u := range us {
+		r, _, _ := f.Get(RefOf(u.URL))
+		ch, n := r.Page.Changes()
+		if r.Page.Interval != want[i].interval || ch != want[i].changes || n != 4 {
+			t.Errorf("%s: interval %s, %d changes of %d; want %s, %d of 4", u.URL, r.Page.Interval, ch, n, want[i].interval, want[i].changes)
+		}
+		if d := time.Until(r.Due); d < want[i].interval-time.Minute/2 || d > want[i].interval {
+			t.Errorf("%s: due in %s, want about %s", u.URL, d, want[i].interval)
+		}
+	}
+}
+
+func TestHostsAndHostNextDue(t *testing.T) {
+	f := open(t, nil)
+	us := gen("hs", 3, 9)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	fetchAll(t, f, us[:3], Schedule{Interval: time.Hour}, ChangeUnknown) // one URL of each host
+	var all []HostStats
+	for after := ""; ; {
+		hs, next, err := f.Hosts(after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, hs...)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(all) != 3 || all[0].Host != "hs0.test" || all[2].Host != "hs2.test" || all[0].Admitted != 3 || all[0].Fetched != 1 {
+		t.Fatalf("hosts: %+v", all)
+	}
+	due, ok, err := f.HostNextDue("HS1.test")
+	if err != nil || !ok || time.Until(due) < 59*time.Minute {
+		t.Fatalf("HostNextDue = %v %v %v", due, ok, err)
+	}
+	if _, ok, _ := f.HostNextDue("none.test"); ok {
+		t.Fatal("a host without records has a due time")
+	}
+}
+
+func TestRevisitAfterTriesUsedUp(t *testing.T) {
+	f := open(t, func(o *Options) { o.MaxTries = 1 })
+	us := gen("st", 1, 1)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	ref := RefOf(us[0].URL)
+	if err := f.MarkInProgress(ctx, []Ref{ref}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.Finish(ctx, []Result{{FP: ref.FP, Host: ref.Host, State: Stalled, Reason: "timeout", Revisit: Schedule{Interval: time.Minute}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := f.Get(ref)
+	if r.State != Completed || r.Due.IsZero() {
+		t.Fatalf("a URL completed by its last failed try: %s, due %v; want COMPLETED and due again", r.State, r.Due)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// cmdPlan prints a node's revisit plan (GET /v1/plan, every page) as a table.
+func cmdPlan(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("node", "127.0.0.1:7070", "node API address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tPRIORITY\tREVISIT_S\tNEXT_DUE\tLAST_ROUND_S\tPAGES\tBYTES\tDEADLINE_S")
+	var spare *float64
+	for after, first := "", true; first || after != ""; first = false {
+		page, err := getPlan(*addr, after)
+		if err != nil {
+			return err
+		}
+		spare = page.SpareS
+		for _, s := range page.Sites {
+			due := "-"
+			if s.NextDue != nil {
+				due = s.NextDue.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%.3f\t%d\t%d\t%g\n", s.Host, s.Priority, s.RevisitS, due, s.LastRoundS, s.Pages, s.Bytes, s.DeadlineS)
+		}
+		after = page.Next
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if spare == nil {
+		fmt.Fprintln(stdout, "spare_s: - (no host to revisit, or not computed yet)")
+	} else {
+		fmt.Fprintf(stdout, "spare_s: %.3f\n", *spare)
+	}
+	return nil
+}
+
+func getPlan(addr, after string) (node.PlanPage, error) {
+	var page node.PlanPage
+	resp, err := apiClient.Get(nodeURL(addr, "/v1/plan?limit=1000&after="+url.QueryEscape(after)))
+	if err != nil {
+		return page, fmt.Errorf("plan of %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return page, fmt.Errorf("plan of %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return page, fmt.Errorf("plan of %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(data)))
+	}
+	if err := json.Unmarshal(data, &page); err != nil {
+		return page, fmt.Errorf("plan of %s: %w", addr, err)
+	}
+	return page, nil
+}
