@@ -104,6 +104,10 @@ type Result struct {
 	// Delay is the host's politeness delay in effect (HostStats.Delay);
 	// 0 leaves the recorded one.
 	Delay time.Duration
+	// Free, for Stalled, means the attempt does not count against MaxTries:
+	// the server asked to be called back later (429, or 503 with
+	// Retry-After), or no request was sent. Tries is left as it was.
+	Free bool
 }
 
 // Counts is how many URLs are in each state.

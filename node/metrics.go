@@ -23,6 +23,8 @@ type Metrics struct {
 	StalledRetries prometheus.Counter
 	Truncated      prometheus.Counter
 	OutOfScope     *prometheus.CounterVec // {reason}
+	HostBackoffs   *prometheus.CounterVec // {reason}: rate_limited, unavailable, server_errors
+	DeadLane       *prometheus.CounterVec // {lane}: host trips served, by lane (live, inactive)
 }
 
 // NewMetrics registers the node's series. frontierStates and bucketStates are
@@ -65,7 +67,14 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		OutOfScope: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "phasecrawl_urls_out_of_scope_total", Help: "Discovered URLs dropped by the scope rules, by reason.",
 		}, []string{"reason"}),
+		HostBackoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "phasecrawl_host_backoffs_total", Help: "Times a host asked to be called back later (429, 503 with Retry-After, 5xx twice in a row), by reason.",
+		}, []string{"reason"}),
+		DeadLane: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "phasecrawl_host_trips_total", Help: "Host trips served, by lane: live, or inactive (hosts whose last attempt timed out, was refused or failed DNS).",
+		}, []string{"lane"}),
 	}
+	r.MustRegister(m.HostBackoffs, m.DeadLane)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),

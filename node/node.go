@@ -27,6 +27,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // crawlLogName is the crawl log's file name in the data directory.
@@ -211,6 +212,7 @@ type Node struct {
 	holder    Holder        // nil: no URL waits for an absent owner
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
+	backoff   *backoffs  // per-host server back-off (backoff.go)
 	cluster   io.Closer  // the cluster layer, closed before the frontier
 	ln        net.Listener
 
@@ -267,6 +269,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		log:     log.With("node", cfg.Name),
 		phases:  opts.Phases,
 		lat:     newLatencies(),
+		backoff: newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
 		started: time.Now(),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan finished, cfg.Workers*2),
@@ -406,6 +409,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.repl, _ = n.router.(Replicator)
 	n.holder, _ = n.router.(Holder)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
+	}, func() float64 { return float64(n.backoff.parkedAt(time.Now())) }))
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
 	}

@@ -21,18 +21,21 @@ import (
 // order over the host's single persistent connection, with the host's delay
 // between two requests (robots.txt included).
 type hostTrip struct {
-	n        *Node
-	host     string
-	hostHash uint64
-	delay    time.Duration // max(delay, Crawl-delay)
-	last     time.Time     // end of the previous request to this host
-	results  []frontier.Result
-	done     []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
-	found    []frontier.NewURL
-	requeue  []uint64      // fingerprints of this host's URLs to put back in the queue
-	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
-	pd       PhaseDeadline // nil without phases that end
-	expect   time.Duration // the host's expected response time (latencies)
+	n         *Node
+	host      string
+	hostHash  uint64
+	delay     time.Duration // max(delay, Crawl-delay)
+	last      time.Time     // end of the previous request to this host
+	results   []frontier.Result
+	done      []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
+	found     []frontier.NewURL
+	requeue   []uint64      // fingerprints of this host's URLs to put back in the queue
+	down      string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+	held      tripHold      // set once the host asked to be called back later: the rest of the list waits for it
+	notBefore time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
+	grown     time.Duration // the host's delay grown by its back-offs (0: none)
+	pd        PhaseDeadline // nil without phases that end
+	expect    time.Duration // the host's expected response time (latencies)
 
 	// Each page is recorded as soon as it is done (its links, then its
 	// result, in one asynchronous frontier write), so a crash loses at most
@@ -124,9 +127,15 @@ func (t *hostTrip) end(id bucket.ElementID) {
 // perPage is what one request of this host costs in time (its delay plus
 // its mean response time), for the scheduler's priority lane.
 func (t *hostTrip) finished(id bucket.ElementID) finished {
-	f := finished{id: id, wait: t.delay, host: t.host}
+	f := finished{id: id, wait: t.gap(), host: t.host}
 	if !t.last.IsZero() {
-		f.wait = max(t.delay-time.Since(t.last), 0)
+		f.wait = max(t.gap()-time.Since(t.last), 0)
+	}
+	if !t.held.until.IsZero() {
+		// The host's element waits out its back-off in TIMEWAIT (bounded:
+		// its URLs wait in the retry lane, and a long hold would keep a
+		// bucket row from other hosts).
+		f.wait = max(f.wait, min(time.Until(t.held.until), maxBackoffTimeWait))
 	}
 	if t.requests > 0 {
 		f.perPage = t.delay + t.busy/time.Duration(t.requests)
@@ -191,10 +200,14 @@ func (t *hostTrip) observe(d time.Duration) {
 
 // pace waits until the host's delay has passed since the previous request.
 func (t *hostTrip) pace(ctx context.Context) error {
-	if t.last.IsZero() {
+	if t.last.IsZero() && t.notBefore.IsZero() {
 		return nil
 	}
-	d := time.Until(t.last.Add(t.delay))
+	at := t.notBefore // the larger of the back-off's end and the delay (Crawl-delay included) wins
+	if !t.last.IsZero() && t.last.Add(t.gap()).After(at) {
+		at = t.last.Add(t.gap())
+	}
+	d := time.Until(at)
 	if d <= 0 {
 		return nil
 	}
@@ -225,6 +238,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	}
 	t.observe(t.last.Sub(start))
 	t.archive(resp)
+	t.answered(resp.Status, resp.Header)
 	return resp.Status, resp.Header, resp.Body, nil
 }
 
@@ -235,6 +249,10 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	defer func() { t.keep(it, res, entry, true) }()
 	if t.down != "" {
 		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
+		return
+	}
+	if t.onHold() {
+		t.stallHeld(&res, &entry)
 		return
 	}
 	u, err := url.Parse(it.URL)
@@ -250,6 +268,10 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
 			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
+			return
+		}
+		if t.held.reason != "" { // robots.txt's answer was a back-off
+			t.stallHeld(&res, &entry)
 			return
 		}
 		kind := fetch.ErrorKind(err)
@@ -309,6 +331,12 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.pages.Add(1)
 	n.bytes.Add(int64(len(resp.RawBody)))
 	t.archive(resp)
+	if t.answered(resp.Status, resp.Header) {
+		entry.Status, entry.Bytes, entry.MIME = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType)
+		res.Status = resp.Status
+		t.stallHeld(&res, &entry)
+		return
+	}
 	t.outcome(it, resp, &res, &entry)
 }
 
@@ -347,7 +375,7 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 		return
 	}
 	n := t.n
-	res.Delay = t.delay
+	res.Delay = t.gap()
 	t.results = append(t.results, res)
 	if res.State == frontier.Completed && n.repl != nil {
 		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth})
