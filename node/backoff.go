@@ -255,6 +255,9 @@ func (t *hostTrip) stallHeld(res *frontier.Result, entry *archive.LogEntry) {
 // whether it was a back-off: the trip is then on hold.
 func (t *hostTrip) answered(status int, h http.Header) bool {
 	n := t.n
+	if n.deadJobs != nil {
+		n.inactive.clear(t.host) // it answers: live again
+	}
 	v := n.backoff.answered(t.host, status, h, t.delay, time.Now())
 	if v.reason == "" {
 		if t.grown > 0 {

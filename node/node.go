@@ -227,7 +227,11 @@ type Node struct {
 	wake chan struct{}     // new URLs or retries: the scheduler should scan
 	done chan finished     // workers -> scheduler: an element's list is done
 	jobs chan bucket.Batch // scheduler -> workers
-	snap atomic.Pointer[schedSnapshot]
+	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
+	// inactive: the hosts it serves (deadlane.go).
+	deadJobs chan bucket.Batch
+	inactive *inactiveHosts
+	snap     atomic.Pointer[schedSnapshot]
 
 	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
 	persistCancel context.CancelFunc
@@ -265,15 +269,19 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: data directory %s: %w", cfg.Data, err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     log.With("node", cfg.Name),
-		phases:  opts.Phases,
-		lat:     newLatencies(),
-		backoff: newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
-		started: time.Now(),
-		wake:    make(chan struct{}, 1),
-		done:    make(chan finished, cfg.Workers*2),
-		jobs:    make(chan bucket.Batch),
+		cfg:      cfg,
+		log:      log.With("node", cfg.Name),
+		phases:   opts.Phases,
+		lat:      newLatencies(),
+		backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
+		started:  time.Now(),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan finished, cfg.Workers*2),
+		jobs:     make(chan bucket.Batch),
+		inactive: newInactiveHosts(),
+	}
+	if cfg.Fetch.InactiveLane(cfg.Workers) > 0 {
+		n.deadJobs = make(chan bucket.Batch)
 	}
 	if n.phases == nil {
 		n.phases = SinglePhase{}
@@ -491,6 +499,15 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	for i := 0; i < n.cfg.Fetch.InactiveLane(n.cfg.Workers) && n.deadJobs != nil; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for b := range n.deadJobs {
+				n.workIn(workCtx, ctx, b, true)
+			}
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -512,6 +529,9 @@ func (n *Node) Run(ctx context.Context) error {
 
 	n.ready.Store(false)
 	close(n.jobs)
+	if n.deadJobs != nil {
+		close(n.deadJobs)
+	}
 	allDone := make(chan struct{})
 	go func() { workers.Wait(); close(allDone) }()
 	// Keep consuming finished elements so no worker blocks on n.done.

@@ -34,6 +34,7 @@ type hostTrip struct {
 	held      tripHold      // set once the host asked to be called back later: the rest of the list waits for it
 	notBefore time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
 	grown     time.Duration // the host's delay grown by its back-offs (0: none)
+	inactive  bool          // the trip runs in the dead-link lane (deadlane.go)
 	pd        PhaseDeadline // nil without phases that end
 	expect    time.Duration // the host's expected response time (latencies)
 
@@ -69,8 +70,14 @@ type settling struct {
 // work fetches one dispatched element. fetchCtx bounds the requests
 // themselves; runCtx being done means "start no new request".
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
+	n.workIn(fetchCtx, runCtx, b, false)
+}
+
+// workIn is work in a lane: the live one, or the dead-link lane (inactive).
+func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay,
-		items: b.Items, listCap: n.cfg.Bucket.ListCap}
+		items: b.Items, listCap: n.cfg.Bucket.ListCap, inactive: inactive}
+	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd, _ := n.phases.(PhaseDeadline)
 	if pd != nil {
 		t.pd, t.expect = pd, n.lat.expect(b.Host)
@@ -285,6 +292,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		if isHostDown(kind) {
 			t.down = kind
 		}
+		t.failedWith(kind)
 		return
 	}
 	if !allowed {
@@ -321,6 +329,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		if isHostDown(kind) {
 			t.down = kind
 		}
+		t.failedWith(kind)
 		return
 	}
 	defer resp.Release() // nothing below keeps the bodies past this page
