@@ -222,6 +222,17 @@ type Fetch struct {
 	// default) means a tenth of workers, at least 1; 0 turns the lane off
 	// (every host on the same workers). Valid -1..4096.
 	InactiveWorkers int `yaml:"inactive_workers"`
+	// AdaptiveTimeouts derives each host's connect and header timeouts from
+	// its observed response times: AdaptiveFactor times the longest of its
+	// last 32 (the node's last 32 answers for a host not answered yet), at
+	// least AdaptiveFloor, at most connect_timeout / header_timeout. Only the
+	// live workers use them: a URL cut by one is retried in the dead-link
+	// lane with the full timeouts (and without using up a try). Default false.
+	AdaptiveTimeouts bool `yaml:"adaptive_timeouts"`
+	// AdaptiveFactor multiplies the observed response time. Default 4, valid 1..100.
+	AdaptiveFactor float64 `yaml:"adaptive_factor"`
+	// AdaptiveFloor is the shortest derived timeout. Default 250ms, valid 1ms..10m.
+	AdaptiveFloor time.Duration `yaml:"adaptive_floor"`
 	// BackoffMax caps one server back-off (a 429 or 503's Retry-After, or
 	// the grown delay after repeated 5xx). Default 10m, valid 1s..24h.
 	BackoffMax time.Duration `yaml:"backoff_max"`
@@ -350,6 +361,8 @@ func Default() Config {
 			MaxIdleConns:   4096,
 
 			InactiveWorkers: -1,
+			AdaptiveFactor:  4,
+			AdaptiveFloor:   250 * time.Millisecond,
 			BackoffMax:      10 * time.Minute,
 			ParkAfter:       6,
 			ParkDuration:    time.Hour,
@@ -423,6 +436,10 @@ func (c Config) Validate() error {
 	intRange("fetch.max_outlinks", int64(c.Fetch.MaxOutlinks), 0, 10000000)
 	intRange("fetch.max_idle_conns", int64(c.Fetch.MaxIdleConns), 1, 1000000)
 	intRange("fetch.inactive_workers", int64(c.Fetch.InactiveWorkers), -1, 4096)
+	if c.Fetch.AdaptiveFactor < 1 || c.Fetch.AdaptiveFactor > 100 {
+		bad("fetch.adaptive_factor=%g: must be in 1..100", c.Fetch.AdaptiveFactor)
+	}
+	durRange("fetch.adaptive_floor", c.Fetch.AdaptiveFloor, time.Millisecond, 10*time.Minute)
 	durRange("fetch.backoff_max", c.Fetch.BackoffMax, time.Second, 24*time.Hour)
 	intRange("fetch.park_after", int64(c.Fetch.ParkAfter), 1, 1000)
 	durRange("fetch.park_duration", c.Fetch.ParkDuration, time.Second, 168*time.Hour)

@@ -25,6 +25,7 @@ type Metrics struct {
 	OutOfScope     *prometheus.CounterVec // {reason}
 	HostBackoffs   *prometheus.CounterVec // {reason}: rate_limited, unavailable, server_errors
 	DeadLane       *prometheus.CounterVec // {lane}: host trips served, by lane (live, inactive)
+	AdaptiveCuts   prometheus.Counter
 }
 
 // NewMetrics registers the node's series. frontierStates and bucketStates are
@@ -74,7 +75,10 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 			Name: "phasecrawl_host_trips_total", Help: "Host trips served, by lane: live, or inactive (hosts whose last attempt timed out, was refused or failed DNS).",
 		}, []string{"lane"}),
 	}
-	r.MustRegister(m.HostBackoffs, m.DeadLane)
+	m.AdaptiveCuts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a host's adaptive timeout (fetch.adaptive_timeouts); each URL goes back to the queue for the dead-link lane.",
+	})
+	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),

@@ -213,6 +213,7 @@ type Node struct {
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
 	backoff   *backoffs  // per-host server back-off (backoff.go)
+	times     *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
 	cluster   io.Closer  // the cluster layer, closed before the frontier
 	ln        net.Listener
 
@@ -273,6 +274,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		log:      log.With("node", cfg.Name),
 		phases:   opts.Phases,
 		lat:      newLatencies(),
+		times:    newHostTimes(),
 		backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
 		started:  time.Now(),
 		wake:     make(chan struct{}, 1),

@@ -35,6 +35,7 @@ type hostTrip struct {
 	notBefore time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
 	grown     time.Duration // the host's delay grown by its back-offs (0: none)
 	inactive  bool          // the trip runs in the dead-link lane (deadlane.go)
+	downFree  bool          // an adaptive timeout cut the host: the rest of the list goes back to the queue untried
 	pd        PhaseDeadline // nil without phases that end
 	expect    time.Duration // the host's expected response time (latencies)
 
@@ -236,11 +237,21 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
+	fctx := ctx
+	to, adaptive := t.timeouts()
+	if adaptive {
+		fctx = fetch.WithTimeouts(ctx, to)
+	}
 	start := time.Now()
-	resp, err := t.n.client.Fetch(ctx, u)
+	resp, err := t.n.client.Fetch(fctx, u)
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	if err != nil {
+		if adaptive && ctx.Err() == nil && fetch.ErrorKind(err) == "timeout" && t.n.deadJobs != nil {
+			// Not the server's verdict: the robots cache keeps nothing.
+			t.adaptiveCut()
+			return 0, nil, nil, fmt.Errorf("%w: %w", errAdaptiveCut, err)
+		}
 		return 0, nil, nil, err
 	}
 	t.observe(t.last.Sub(start))
@@ -254,6 +265,13 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
 	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
 	defer func() { t.keep(it, res, entry, true) }()
+	if t.downFree {
+		// An adaptive timeout cut the host earlier in this list: the rest
+		// goes back to the queue untried, for the dead-link lane.
+		t.requeue = append(t.requeue, it.FP)
+		res.FP = 0
+		return
+	}
 	if t.down != "" {
 		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
 		return
@@ -272,7 +290,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.delay = crawlDelay
 	}
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
+		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) || errors.Is(err, errAdaptiveCut) {
 			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
 			return
@@ -307,8 +325,13 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.FP = 0
 		return
 	}
+	fctx := ctx
+	to, adaptive := t.timeouts()
+	if adaptive {
+		fctx = fetch.WithTimeouts(ctx, to)
+	}
 	start := time.Now()
-	resp, err := n.client.Fetch(ctx, it.URL)
+	resp, err := n.client.Fetch(fctx, it.URL)
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	entry.DurationMS = t.last.Sub(start).Milliseconds()
@@ -325,6 +348,17 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			res.Reason, entry.Reason, entry.Error = kind, kind, err.Error()
 			return
 		}
+		if adaptive && kind == "timeout" && n.deadJobs != nil {
+			// Cut by the host's derived timeout, not judged by the full
+			// one: the URL goes back to the queue untried (no try used
+			// up). A host that answered before is tried again by the
+			// live workers with the full timeouts; one that never did
+			// goes to the dead-link lane, which tries it with them.
+			t.adaptiveCut()
+			t.requeue = append(t.requeue, it.FP)
+			res.FP = 0
+			return
+		}
 		t.stall(&res, &entry, it, kind, err.Error())
 		if isHostDown(kind) {
 			t.down = kind
@@ -332,7 +366,8 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.failedWith(kind)
 		return
 	}
-	defer resp.Release() // nothing below keeps the bodies past this page
+	defer resp.Release()
+	n.times.observe(t.host, t.last.Sub(start)) // nothing below keeps the bodies past this page
 	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
