@@ -230,7 +230,7 @@ type Fetch struct {
 	// lane with the full timeouts (and without using up a try). Default false.
 	AdaptiveTimeouts bool `yaml:"adaptive_timeouts"`
 	// AdaptiveFactor multiplies the observed response time. Default 4, valid 1..100.
-	AdaptiveFactor float64 `yaml:"adaptive_factor"`
+	AdaptiveFactor int `yaml:"adaptive_factor"`
 	// AdaptiveFloor is the shortest derived timeout. Default 250ms, valid 1ms..10m.
 	AdaptiveFloor time.Duration `yaml:"adaptive_floor"`
 	// BackoffMax caps one server back-off (a 429 or 503's Retry-After, or
@@ -436,9 +436,7 @@ func (c Config) Validate() error {
 	intRange("fetch.max_outlinks", int64(c.Fetch.MaxOutlinks), 0, 10000000)
 	intRange("fetch.max_idle_conns", int64(c.Fetch.MaxIdleConns), 1, 1000000)
 	intRange("fetch.inactive_workers", int64(c.Fetch.InactiveWorkers), -1, 4096)
-	if c.Fetch.AdaptiveFactor < 1 || c.Fetch.AdaptiveFactor > 100 {
-		bad("fetch.adaptive_factor=%g: must be in 1..100", c.Fetch.AdaptiveFactor)
-	}
+	intRange("fetch.adaptive_factor", int64(c.Fetch.AdaptiveFactor), 1, 100)
 	durRange("fetch.adaptive_floor", c.Fetch.AdaptiveFloor, time.Millisecond, 10*time.Minute)
 	durRange("fetch.backoff_max", c.Fetch.BackoffMax, time.Second, 24*time.Hour)
 	intRange("fetch.park_after", int64(c.Fetch.ParkAfter), 1, 1000)

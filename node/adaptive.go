@@ -113,8 +113,8 @@ func (h *hostTimes) base(host string) (time.Duration, bool) {
 
 // adaptiveTimeouts is the pure rule: factor × base, at least floor, at most
 // the configured maximums.
-func adaptiveTimeouts(base time.Duration, factor float64, floor, maxConnect, maxHeader time.Duration) fetch.Timeouts {
-	d := max(time.Duration(float64(base)*factor), floor)
+func adaptiveTimeouts(base time.Duration, factor int, floor, maxConnect, maxHeader time.Duration) fetch.Timeouts {
+	d := max(base*time.Duration(factor), floor)
 	return fetch.Timeouts{Connect: min(d, maxConnect), Header: min(d, maxHeader)}
 }
 

@@ -147,7 +147,7 @@ func TestAdaptiveTimeouts(t *testing.T) {
 	const floor, maxC, maxH = 250 * time.Millisecond, 15 * time.Second, 10 * time.Second
 	tests := []struct {
 		base         time.Duration
-		factor       float64
+		factor       int
 		wantC, wantH time.Duration
 	}{
 		{10 * time.Millisecond, 4, floor, floor}, // fast host: the floor
@@ -159,7 +159,7 @@ func TestAdaptiveTimeouts(t *testing.T) {
 	for _, tc := range tests {
 		got := adaptiveTimeouts(tc.base, tc.factor, floor, maxC, maxH)
 		if got.Connect != tc.wantC || got.Header != tc.wantH {
-			t.Errorf("base %s ×%g: %+v, want connect %s header %s", tc.base, tc.factor, got, tc.wantC, tc.wantH)
+			t.Errorf("base %s ×%d: %+v, want connect %s header %s", tc.base, tc.factor, got, tc.wantC, tc.wantH)
 		}
 	}
 	h := newHostTimes()

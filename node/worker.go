@@ -366,8 +366,10 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.failedWith(kind)
 		return
 	}
-	defer resp.Release()
-	n.times.observe(t.host, t.last.Sub(start)) // nothing below keeps the bodies past this page
+	defer resp.Release() // nothing below keeps the bodies past this page
+	if n.cfg.Fetch.AdaptiveTimeouts {
+		n.times.observe(t.host, t.last.Sub(start))
+	}
 	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
