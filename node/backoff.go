@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
@@ -206,6 +207,11 @@ const (
 	// in TIMEWAIT after its trip.
 	maxBackoffTimeWait = 30 * time.Second
 )
+
+// errBackedOff: robots.txt's answer was a back-off. It wraps
+// fetch.ErrAborted, so the robots cache keeps nothing (robots.txt is
+// asked again after the pause) and the page waits out the pause.
+var errBackedOff = fmt.Errorf("node: the host asked to be called back later: %w", fetch.ErrAborted)
 
 // tripHold is a back-off met during a trip: the rest of its list is
 // STALLED until then, without a request.

@@ -351,3 +351,59 @@ func gaugeValue(t *testing.T, n *Node, name string) float64 {
 	t.Fatalf("%s not registered", name)
 	return 0
 }
+
+// A robots.txt answering 429 is a back-off too: no request before its
+// Retry-After, robots.txt is asked again then (the failure is not cached
+// for robots.error_ttl), and every page is fetched.
+func TestServerBackoffRobots(t *testing.T) {
+	log := &reqLog{}
+	var mu sync.Mutex
+	robots := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := 200
+		defer func() { log.add(r.URL.Path, status) }()
+		if r.URL.Path == "/robots.txt" {
+			mu.Lock()
+			robots++
+			first := robots == 1
+			mu.Unlock()
+			if first {
+				status = http.StatusTooManyRequests
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(status)
+				return
+			}
+			status = http.StatusNotFound
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/" {
+			fmt.Fprint(w, `<a href="/p0">p</a><a href="/p1">p</a>`)
+			return
+		}
+		fmt.Fprint(w, "page")
+	}))
+	t.Cleanup(srv.Close)
+	c := testConfig(t, srv)
+	n, stop := start(t, c)
+	defer stop()
+	waitFor(t, "every page fetched", func() bool {
+		cn := n.Frontier().Counts()
+		return cn.Completed == 3 && cn.InList == 0 && cn.InProgress == 0 && cn.Stalled == 0
+	})
+	for _, p := range []string{"/", "/p0", "/p1"} {
+		r, ok, err := n.Frontier().Get(frontier.RefOf(srv.URL + p))
+		if err != nil || !ok || r.Reason != "ok" || r.Status != 200 {
+			t.Errorf("%s: %+v %v %v, want COMPLETED ok 200", p, r, ok, err)
+		}
+	}
+	stop()
+	reqs := log.snapshot()
+	if len(reqs) < 2 || reqs[0].status != http.StatusTooManyRequests {
+		t.Fatalf("requests %+v, want a 429 first", reqs)
+	}
+	if next := reqs[1]; next.at.Before(reqs[0].at.Add(2 * time.Second)) {
+		t.Errorf("request for %s %s after the robots.txt 429 with Retry-After 2", next.path, next.at.Sub(reqs[0].at))
+	}
+}

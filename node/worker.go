@@ -256,7 +256,11 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	}
 	t.observe(t.last.Sub(start))
 	t.archive(resp)
-	t.answered(resp.Status, resp.Header)
+	if t.answered(resp.Status, resp.Header) {
+		// A back-off: the robots cache keeps nothing, robots.txt is asked
+		// again once the pause is over.
+		return 0, nil, nil, fmt.Errorf("%w: robots.txt answered HTTP %d", errBackedOff, resp.Status)
+	}
 	return resp.Status, resp.Header, resp.Body, nil
 }
 
