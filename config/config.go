@@ -268,6 +268,39 @@ type Fetch struct {
 	// variables (and their lower-case forms), with NO_PROXY's exceptions.
 	// The private-address guard still applies to the target.
 	Proxy string `yaml:"proxy"`
+	// InactiveWorkers is the size of the dead-link lane: the workers that
+	// serve the hosts whose last attempt timed out, was refused or failed
+	// DNS, so such hosts never hold up the workers of live ones. -1 (the
+	// default) means a tenth of workers, at least 1; 0 turns the lane off
+	// (every host on the same workers). Valid -1..4096.
+	InactiveWorkers int `yaml:"inactive_workers"`
+	// AdaptiveTimeouts derives each host's connect and header timeouts from
+	// its observed response times: AdaptiveFactor times the longest of its
+	// last 32 (the node's last 32 answers for a host not answered yet), at
+	// least AdaptiveFloor, at most connect_timeout / header_timeout. Only the
+	// live workers use them: a URL cut by one is retried in the dead-link
+	// lane with the full timeouts (and without using up a try). Default false.
+	AdaptiveTimeouts bool `yaml:"adaptive_timeouts"`
+	// AdaptiveFactor multiplies the observed response time. Default 4, valid 1..100.
+	AdaptiveFactor int `yaml:"adaptive_factor"`
+	// AdaptiveFloor is the shortest derived timeout. Default 250ms, valid 1ms..10m.
+	AdaptiveFloor time.Duration `yaml:"adaptive_floor"`
+	// BackoffMax caps one server back-off (a 429 or 503's Retry-After, or
+	// the grown delay after repeated 5xx). Default 10m, valid 1s..24h.
+	BackoffMax time.Duration `yaml:"backoff_max"`
+	// ParkAfter is how many back-offs in a row park a host. Default 6, valid 1..1000.
+	ParkAfter int `yaml:"park_after"`
+	// ParkDuration is how long a parked host gets no request. Default 1h, valid 1s..168h.
+	ParkDuration time.Duration `yaml:"park_duration"`
+}
+
+// InactiveLane is the number of dead-link lane workers fetch.inactive_workers
+// asks for: -1 is a tenth of workers, at least 1.
+func (f Fetch) InactiveLane(workers int) int {
+	if f.InactiveWorkers < 0 {
+		return max(workers/10, 1)
+	}
+	return f.InactiveWorkers
 }
 
 // DNS configures the fetcher's DNS cache.
@@ -394,6 +427,13 @@ func Default() Config {
 			MaxRedirects:   10,
 			MaxOutlinks:    10000,
 			MaxIdleConns:   4096,
+
+			InactiveWorkers: -1,
+			AdaptiveFactor:  4,
+			AdaptiveFloor:   250 * time.Millisecond,
+			BackoffMax:      10 * time.Minute,
+			ParkAfter:       6,
+			ParkDuration:    time.Hour,
 		},
 		Robots:    Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
 		Frontier:  Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
@@ -479,6 +519,12 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	intRange("fetch.inactive_workers", int64(c.Fetch.InactiveWorkers), -1, 4096)
+	intRange("fetch.adaptive_factor", int64(c.Fetch.AdaptiveFactor), 1, 100)
+	durRange("fetch.adaptive_floor", c.Fetch.AdaptiveFloor, time.Millisecond, 10*time.Minute)
+	durRange("fetch.backoff_max", c.Fetch.BackoffMax, time.Second, 24*time.Hour)
+	intRange("fetch.park_after", int64(c.Fetch.ParkAfter), 1, 1000)
+	durRange("fetch.park_duration", c.Fetch.ParkDuration, time.Second, 168*time.Hour)
 	durRange("robots.ttl", c.Robots.TTL, time.Second, 30*24*time.Hour)
 	durRange("robots.error_ttl", c.Robots.ErrorTTL, time.Second, 24*time.Hour)
 	durRange("robots.max_crawl_delay", c.Robots.MaxCrawlDelay, 0, 10*time.Minute)

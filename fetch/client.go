@@ -712,3 +712,33 @@ func ErrorKind(err error) string {
 	}
 	return "other"
 }
+
+// timeoutsKey is the context key of WithTimeouts.
+type timeoutsKey struct{}
+
+// Timeouts are per-request connect and header timeouts (zero: the
+// client's).
+type Timeouts struct {
+	Connect, Header time.Duration
+}
+
+// WithTimeouts returns a context under which Fetch uses these connect and
+// header timeouts where they are shorter than the client's own (adaptive
+// per-host timeouts); the body timeout is unchanged.
+func WithTimeouts(ctx context.Context, t Timeouts) context.Context {
+	return context.WithValue(ctx, timeoutsKey{}, t)
+}
+
+// timeouts returns the connect and header timeouts for a request under ctx.
+func (c *Client) timeouts(ctx context.Context) (connect, header time.Duration) {
+	connect, header = c.cfg.ConnectTimeout, c.cfg.HeaderTimeout
+	if t, ok := ctx.Value(timeoutsKey{}).(Timeouts); ok {
+		if t.Connect > 0 && t.Connect < connect {
+			connect = t.Connect
+		}
+		if t.Header > 0 && t.Header < header {
+			header = t.Header
+		}
+	}
+	return connect, header
+}

@@ -621,3 +621,45 @@ func TestReadBounded(t *testing.T) {
 		}
 	}
 }
+
+// WithTimeouts shortens the header timeout of one request (never lengthens
+// it): a server that hangs is cut at the shorter one, and a request
+// without it still waits the client's.
+func TestWithTimeouts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			<-r.Context().Done()
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	defer srv.Close()
+	c := testClientConfig()
+	c.HeaderTimeout = time.Minute
+	cl := newTestClient(t, c)
+	tests := []struct {
+		name    string
+		t       Timeouts
+		path    string
+		wantErr string
+	}{
+		{"shorter header timeout cuts a hanging server", Timeouts{Header: 50 * time.Millisecond}, "/hang", "timeout"},
+		{"an answer within it", Timeouts{Connect: time.Second, Header: time.Second}, "/", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds the test, never reached
+			defer cancel()
+			_, err := cl.Fetch(WithTimeouts(ctx, tc.t), srv.URL+tc.path)
+			if got := ErrorKind(err); got != tc.wantErr {
+				t.Fatalf("error kind %q (%v), want %q", got, err, tc.wantErr)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("cut by the test's bound, not by the request's header timeout")
+			}
+		})
+	}
+	if hdr, conn := (&Client{cfg: c}).timeouts(WithTimeouts(context.Background(), Timeouts{Connect: time.Hour, Header: time.Hour})); hdr != c.ConnectTimeout || conn != c.HeaderTimeout {
+		t.Errorf("longer timeouts than the client's were taken: %s %s", hdr, conn)
+	}
+}

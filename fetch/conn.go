@@ -208,6 +208,13 @@ func (p *connPool) closeIdle() {
 // connect opens a connection to u's host (resolve rules, private-address
 // guard, connect timeout; TLS for https within the connect timeout).
 func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSlot) (*pconn, error) {
+	connectTimeout, _ := c.timeouts(ctx)
+	dctx := ctx
+	if connectTimeout < c.cfg.ConnectTimeout {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, connectTimeout)
+		defer cancel()
+	}
 	var (
 		raw     net.Conn
 		ip      string
@@ -216,10 +223,10 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 	)
 	proxy, err := c.proxyFor(u, u.Hostname(), portOf(addr))
 	if err == nil && proxy != nil {
-		raw, ip, forward, err = c.connectProxy(ctx, proxy, u, addr)
+		raw, ip, forward, err = c.connectProxy(dctx, proxy, u, addr)
 		auth = proxyAuth(proxy)
 	} else if err == nil {
-		raw, err = c.dialContext(ctx, "tcp", addr)
+		raw, err = c.dialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, err)
@@ -229,7 +236,7 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		cfg := c.tlsConf.Clone()
 		cfg.ServerName = u.Hostname()
 		tc := tls.Client(raw, cfg)
-		hctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+		hctx, cancel := context.WithTimeout(ctx, connectTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()
 		if err != nil {
@@ -266,7 +273,8 @@ func (c *Client) exchange(ctx context.Context, s *hostSlot, req *http.Request, d
 			}
 		}
 		stop := context.AfterFunc(ctx, func() { pc.conn.SetDeadline(aLongTimeAgo) })
-		resp, err := c.roundTrip(pc, req, dump)
+		_, headerTimeout := c.timeouts(ctx)
+		resp, err := c.roundTrip(pc, req, dump, headerTimeout)
 		if !stop() && err == nil {
 			err = ctx.Err() // canceled just as the headers arrived
 		}
@@ -297,8 +305,8 @@ func closedByPeer(err error) bool {
 }
 
 // roundTrip writes the request and reads the response headers within HeaderTimeout.
-func (c *Client) roundTrip(pc *pconn, req *http.Request, dump []byte) (*http.Response, error) {
-	if err := pc.conn.SetDeadline(time.Now().Add(c.cfg.HeaderTimeout)); err != nil {
+func (c *Client) roundTrip(pc *pconn, req *http.Request, dump []byte, headerTimeout time.Duration) (*http.Response, error) {
+	if err := pc.conn.SetDeadline(time.Now().Add(headerTimeout)); err != nil {
 		return nil, err
 	}
 	pc.cr.n = 0

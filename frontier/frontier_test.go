@@ -896,3 +896,45 @@ func TestBeforeCommit(t *testing.T) {
 		t.Fatalf("the removed hook ran: %d calls", c)
 	}
 }
+
+// A Free stall (a server asking to be called back later) does not use up a
+// try: the URL stays in the retry lane however many times it comes back,
+// and its counted tries still end it at MaxTries.
+func TestStalledFreeKeepsTries(t *testing.T) {
+	f := open(t, func(o *Options) { o.MaxTries = 2 })
+	u := NewURL{URL: "http://busy.test/", Host: "busy.test"}
+	if _, err := f.Add(ctx, []NewURL{u}); err != nil {
+		t.Fatal(err)
+	}
+	ref := RefOf(u.URL)
+	retry := time.Unix(1_700_000_000, 0)
+	steps := []struct {
+		free      bool
+		wantTries int
+		wantState State
+	}{
+		{true, 0, Stalled},
+		{true, 0, Stalled},
+		{true, 0, Stalled},
+		{false, 1, Stalled},
+		{true, 1, Stalled},
+		{false, 2, Completed},
+	}
+	for i, s := range steps {
+		if err := f.MarkInProgress(ctx, []Ref{ref}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Finish(ctx, []Result{{FP: ref.FP, Host: ref.Host, State: Stalled, Status: 429, Reason: "backoff", RetryAt: retry, Free: s.free}}); err != nil {
+			t.Fatal(err)
+		}
+		r := mustGet(t, f, u.URL)
+		if r.Tries != s.wantTries || r.State != s.wantState {
+			t.Fatalf("step %d (free %v): tries %d state %s, want %d %s", i, s.free, r.Tries, r.State, s.wantTries, s.wantState)
+		}
+		if r.State == Stalled {
+			if n, err := f.ReleaseStalled(ctx, retry, 0); err != nil || n != 1 {
+				t.Fatalf("step %d: release = %d, %v", i, n, err)
+			}
+		}
+	}
+}

@@ -129,6 +129,10 @@ type Result struct {
 	// (ETag, LastModified, Digest, Archived); Interval and History are
 	// the frontier's and are ignored here.
 	Page *PageState
+	// Free, for Stalled, means the attempt does not count against MaxTries:
+	// the server asked to be called back later (429, or 503 with
+	// Retry-After), or no request was sent. Tries is left as it was.
+	Free bool
 }
 
 // Counts is how many URLs are in each state.

@@ -176,7 +176,7 @@ func (f *Frontier) MarkInProgress(ctx context.Context, refs []Ref) error {
 // Finish records fetch results: IN_PROGRESS -> COMPLETED, or -> STALLED
 // (retry lane, at RetryAt) unless this was the MaxTries-th attempt, in which
 // case the URL is COMPLETED with the stall's reason. Tries is incremented for
-// every result, and the host's statistics are updated. Results for URLs that
+// every result but a Free stall, and the host's statistics are updated. Results for URLs that
 // are not IN_PROGRESS (stale) are ignored; a State other than Completed or
 // Stalled is an error and nothing is written.
 func (f *Frontier) Finish(ctx context.Context, rs []Result) error {
@@ -705,9 +705,12 @@ func (st *txState) finish(rs []Result) (int, error) {
 			return 0, err
 		}
 		st.cnt[cInProgress]--
-		s.Tries++
+		free := r.Free && r.State == Stalled
+		if !free {
+			s.Tries++
+		}
 		s.Status, s.Reason, s.Fetched = r.Status, r.Reason, st.now
-		if r.State == Stalled && s.Tries < st.f.opts.MaxTries {
+		if r.State == Stalled && (free || s.Tries < st.f.opts.MaxTries) {
 			s.State = Stalled
 			s.NextTry = r.RetryAt
 			if s.NextTry.IsZero() {

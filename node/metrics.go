@@ -23,6 +23,9 @@ type Metrics struct {
 	StalledRetries prometheus.Counter
 	Truncated      prometheus.Counter
 	OutOfScope     *prometheus.CounterVec // {reason}
+	HostBackoffs   *prometheus.CounterVec // {reason}: rate_limited, unavailable, server_errors
+	DeadLane       *prometheus.CounterVec // {lane}: host trips served, by lane (live, inactive)
+	AdaptiveCuts   prometheus.Counter
 
 	// Recurring crawls.
 	PagesUnchanged prometheus.Counter
@@ -80,8 +83,18 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 			Name: "phasecrawl_recrawl_lag_seconds", Help: "How late a revisit was fetched: the request's start minus the time the URL was due again.",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
 		}),
+		HostBackoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "phasecrawl_host_backoffs_total", Help: "Times a host asked to be called back later (429, 503 with Retry-After, 5xx twice in a row), by reason.",
+		}, []string{"reason"}),
+		DeadLane: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "phasecrawl_host_trips_total", Help: "Host trips served, by lane: live, or inactive (hosts whose last attempt timed out, was refused or failed DNS).",
+		}, []string{"lane"}),
 	}
 	r.MustRegister(m.PagesUnchanged, m.PagesChanged, m.RecrawlLag)
+	m.AdaptiveCuts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a host's adaptive timeout (fetch.adaptive_timeouts); each URL goes back to the queue for the dead-link lane.",
+	})
+	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),

@@ -29,6 +29,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/fetch/dnscache"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // crawlLogName is the crawl log's file name in the data directory.
@@ -215,8 +216,10 @@ type Node struct {
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
 	bw        *bandwidth.Budget
-	bwOn      bool      // sites are paced or have deadlines (bandwidth.go)
-	cluster   io.Closer // the cluster layer, closed before the frontier
+	bwOn      bool       // sites are paced or have deadlines (bandwidth.go)
+	backoff   *backoffs  // per-host server back-off (backoff.go)
+	times     *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
+	cluster   io.Closer  // the cluster layer, closed before the frontier
 	ln        net.Listener
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
@@ -232,7 +235,11 @@ type Node struct {
 	wake chan struct{}     // new URLs or retries: the scheduler should scan
 	done chan finished     // workers -> scheduler: an element's list is done
 	jobs chan bucket.Batch // scheduler -> workers
-	snap atomic.Pointer[schedSnapshot]
+	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
+	// inactive: the hosts it serves (deadlane.go).
+	deadJobs chan bucket.Batch
+	inactive *inactiveHosts
+	snap     atomic.Pointer[schedSnapshot]
 
 	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
 	persistCancel context.CancelFunc
@@ -270,14 +277,20 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: data directory %s: %w", cfg.Data, err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     log.With("node", cfg.Name),
-		phases:  opts.Phases,
-		lat:     newLatencies(),
-		started: time.Now(),
-		wake:    make(chan struct{}, 1),
-		done:    make(chan finished, cfg.Workers*2),
-		jobs:    make(chan bucket.Batch),
+		cfg:      cfg,
+		log:      log.With("node", cfg.Name),
+		phases:   opts.Phases,
+		lat:      newLatencies(),
+		times:    newHostTimes(),
+		backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
+		started:  time.Now(),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan finished, cfg.Workers*2),
+		jobs:     make(chan bucket.Batch),
+		inactive: newInactiveHosts(),
+	}
+	if cfg.Fetch.InactiveLane(cfg.Workers) > 0 {
+		n.deadJobs = make(chan bucket.Batch)
 	}
 	if n.phases == nil {
 		n.phases = SinglePhase{}
@@ -428,6 +441,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.repl, _ = n.router.(Replicator)
 	n.holder, _ = n.router.(Holder)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
+	}, func() float64 { return float64(n.backoff.parkedAt(time.Now())) }))
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
 	}
@@ -518,6 +534,15 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	for i := 0; i < n.cfg.Fetch.InactiveLane(n.cfg.Workers) && n.deadJobs != nil; i++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for b := range n.deadJobs {
+				n.workIn(workCtx, ctx, b, true)
+			}
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -551,6 +576,9 @@ func (n *Node) Run(ctx context.Context) error {
 
 	n.ready.Store(false)
 	close(n.jobs)
+	if n.deadJobs != nil {
+		close(n.deadJobs)
+	}
 	allDone := make(chan struct{})
 	go func() { workers.Wait(); close(allDone) }()
 	// Keep consuming finished elements so no worker blocks on n.done.

@@ -40,7 +40,8 @@ type scheduler struct {
 	nphase  int            // the phase count the frontier's queue is keyed by
 	pending []bucket.Batch // dispatched, waiting for a free worker; the first nprio are slow or new hosts'
 	nprio   int
-	passAt  time.Time // when the current (or last) pass over the window started
+	dead    []bucket.Batch // dispatched elements of inactive hosts, waiting for a dead-link lane worker
+	passAt  time.Time      // when the current (or last) pass over the window started
 
 	// URLs placed in the bucket whose move to IN_PROGRESS is not committed
 	// yet: a scan may still return them as IN_LIST and must skip them.
@@ -148,6 +149,15 @@ func (n *Node) schedule(ctx context.Context) {
 				break handout
 			}
 		}
+	deadout:
+		for open && len(s.dead) > 0 {
+			select {
+			case n.deadJobs <- s.dead[0]:
+				s.dead = s.dead[1:]
+			default:
+				break deadout
+			}
+		}
 	collect:
 		for {
 			select {
@@ -157,12 +167,15 @@ func (n *Node) schedule(ctx context.Context) {
 				break collect
 			}
 		}
-		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: len(s.pending)})
+		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: len(s.pending) + len(s.dead)})
 
-		var jobs chan bucket.Batch
-		var next bucket.Batch
+		var jobs, deadJobs chan bucket.Batch
+		var next, deadNext bucket.Batch
 		if len(s.pending) > 0 && open {
 			jobs, next = n.jobs, s.pending[0]
+		}
+		if len(s.dead) > 0 && open {
+			deadJobs, deadNext = n.deadJobs, s.dead[0]
 		}
 		wait := maxTick
 		if !s.idle && open && s.mayScan(now) {
@@ -196,6 +209,8 @@ func (n *Node) schedule(ctx context.Context) {
 			return
 		case jobs <- next:
 			s.handedOut()
+		case deadJobs <- deadNext:
+			s.dead = s.dead[1:]
 		case f := <-n.done:
 			s.finish(f)
 		case <-n.wake:
@@ -220,6 +235,10 @@ func (n *Node) schedule(ctx context.Context) {
 func (s *scheduler) enqueue(bs []bucket.Batch) {
 	ranked := s.n.sitePriorities()
 	for _, b := range bs {
+		if s.n.deadJobs != nil && s.n.inactive.has(b.Host) {
+			s.dead = append(s.dead, b) // the dead-link lane (deadlane.go)
+			continue
+		}
 		r := 0
 		if ranked {
 			r = s.n.sitePriority(b.Host)
@@ -392,7 +411,10 @@ func (s *scheduler) swap(phase, nphase int) {
 	for _, b := range s.pending {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
-	s.pending, s.nprio, s.urgent = nil, 0, s.urgent[:0]
+	for _, b := range s.dead {
+		_ = n.bkt.Finish(b.ID, time.Now(), 0)
+	}
+	s.pending, s.nprio, s.urgent, s.dead = nil, 0, s.urgent[:0], nil
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at phase swap", "error", err)
 	}
@@ -412,7 +434,7 @@ func (s *scheduler) swap(phase, nphase int) {
 func (s *scheduler) stop() {
 	n := s.n
 	refs := s.unstarted()
-	s.pending, s.nprio = nil, 0
+	s.pending, s.nprio, s.dead = nil, 0, nil
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}
@@ -423,6 +445,7 @@ func (s *scheduler) stop() {
 // worker has started: theirs and the pending elements'.
 func (s *scheduler) unstarted() []frontier.Ref {
 	refs := batchRefs(s.n.bkt.Drain())
+	refs = append(refs, batchRefs(s.dead)...)
 	return append(refs, batchRefs(s.pending)...)
 }
 

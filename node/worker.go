@@ -21,18 +21,23 @@ import (
 // order over the host's single persistent connection, with the host's delay
 // between two requests (robots.txt included).
 type hostTrip struct {
-	n        *Node
-	host     string
-	hostHash uint64
-	delay    time.Duration // max(delay, Crawl-delay)
-	last     time.Time     // end of the previous request to this host
-	results  []frontier.Result
-	done     []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
-	found    []frontier.NewURL
-	requeue  []uint64      // fingerprints of this host's URLs to put back in the queue
-	down     string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
-	pd       PhaseDeadline // nil without phases that end
-	expect   time.Duration // the host's expected response time (latencies)
+	n         *Node
+	host      string
+	hostHash  uint64
+	delay     time.Duration // max(delay, Crawl-delay)
+	last      time.Time     // end of the previous request to this host
+	results   []frontier.Result
+	done      []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
+	found     []frontier.NewURL
+	requeue   []uint64      // fingerprints of this host's URLs to put back in the queue
+	down      string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+	held      tripHold      // set once the host asked to be called back later: the rest of the list waits for it
+	notBefore time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
+	grown     time.Duration // the host's delay grown by its back-offs (0: none)
+	inactive  bool          // the trip runs in the dead-link lane (deadlane.go)
+	downFree  bool          // an adaptive timeout cut the host: the rest of the list goes back to the queue untried
+	pd        PhaseDeadline // nil without phases that end
+	expect    time.Duration // the host's expected response time (latencies)
 
 	// Each page is recorded as soon as it is done (its links, then its
 	// result, in one asynchronous frontier write), so a crash loses at most
@@ -66,8 +71,14 @@ type settling struct {
 // work fetches one dispatched element. fetchCtx bounds the requests
 // themselves; runCtx being done means "start no new request".
 func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
+	n.workIn(fetchCtx, runCtx, b, false)
+}
+
+// workIn is work in a lane: the live one, or the dead-link lane (inactive).
+func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay,
-		items: b.Items, listCap: n.cfg.Bucket.ListCap}
+		items: b.Items, listCap: n.cfg.Bucket.ListCap, inactive: inactive}
+	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd, _ := n.phases.(PhaseDeadline)
 	if pd != nil {
 		t.pd, t.expect = pd, n.lat.expect(b.Host)
@@ -135,9 +146,15 @@ func (t *hostTrip) end(id bucket.ElementID) {
 // perPage is what one request of this host costs in time (its delay plus
 // its mean response time), for the scheduler's priority lane.
 func (t *hostTrip) finished(id bucket.ElementID) finished {
-	f := finished{id: id, wait: t.delay, host: t.host}
+	f := finished{id: id, wait: t.gap(), host: t.host}
 	if !t.last.IsZero() {
-		f.wait = max(t.delay-time.Since(t.last), 0)
+		f.wait = max(t.gap()-time.Since(t.last), 0)
+	}
+	if !t.held.until.IsZero() {
+		// The host's element waits out its back-off in TIMEWAIT (bounded:
+		// its URLs wait in the retry lane, and a long hold would keep a
+		// bucket row from other hosts).
+		f.wait = max(f.wait, min(time.Until(t.held.until), maxBackoffTimeWait))
 	}
 	if t.requests > 0 {
 		f.perPage = t.delay + t.busy/time.Duration(t.requests)
@@ -202,10 +219,14 @@ func (t *hostTrip) observe(d time.Duration) {
 
 // pace waits until the host's delay has passed since the previous request.
 func (t *hostTrip) pace(ctx context.Context) error {
-	if t.last.IsZero() {
+	if t.last.IsZero() && t.notBefore.IsZero() {
 		return nil
 	}
-	d := time.Until(t.last.Add(t.delay))
+	at := t.notBefore // the larger of the back-off's end and the delay (Crawl-delay included) wins
+	if !t.last.IsZero() && t.last.Add(t.gap()).After(at) {
+		at = t.last.Add(t.gap())
+	}
+	d := time.Until(at)
 	if d <= 0 {
 		return nil
 	}
@@ -227,15 +248,30 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
+	fctx := ctx
+	to, adaptive := t.timeouts()
+	if adaptive {
+		fctx = fetch.WithTimeouts(ctx, to)
+	}
 	start := time.Now()
-	resp, err := t.n.client.Fetch(ctx, u)
+	resp, err := t.n.client.Fetch(fctx, u)
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	if err != nil {
+		if adaptive && ctx.Err() == nil && fetch.ErrorKind(err) == "timeout" && t.n.deadJobs != nil {
+			// Not the server's verdict: the robots cache keeps nothing.
+			t.adaptiveCut()
+			return 0, nil, nil, fmt.Errorf("%w: %w", errAdaptiveCut, err)
+		}
 		return 0, nil, nil, err
 	}
 	t.observe(t.last.Sub(start))
 	t.archive(resp)
+	if t.answered(resp.Status, resp.Header) {
+		// A back-off: the robots cache keeps nothing, robots.txt is asked
+		// again once the pause is over.
+		return 0, nil, nil, fmt.Errorf("%w: robots.txt answered HTTP %d", errBackedOff, resp.Status)
+	}
 	return resp.Status, resp.Header, resp.Body, nil
 }
 
@@ -244,8 +280,19 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
 	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
 	defer func() { t.keep(it, res, entry, true) }()
+	if t.downFree {
+		// An adaptive timeout cut the host earlier in this list: the rest
+		// goes back to the queue untried, for the dead-link lane.
+		t.requeue = append(t.requeue, it.FP)
+		res.FP = 0
+		return
+	}
 	if t.down != "" {
 		t.stall(&res, &entry, it, t.down, "host unreachable earlier in this list")
+		return
+	}
+	if t.onHold() {
+		t.stallHeld(&res, &entry)
 		return
 	}
 	u, err := url.Parse(it.URL)
@@ -258,9 +305,13 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.delay = crawlDelay
 	}
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) {
+		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) || errors.Is(err, errAdaptiveCut) {
 			t.requeue = append(t.requeue, it.FP)
 			res.FP = 0
+			return
+		}
+		if t.held.reason != "" { // robots.txt's answer was a back-off
+			t.stallHeld(&res, &entry)
 			return
 		}
 		kind := fetch.ErrorKind(err)
@@ -274,6 +325,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		if isHostDown(kind) {
 			t.down = kind
 		}
+		t.failedWith(kind)
 		return
 	}
 	if !allowed {
@@ -288,12 +340,17 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.FP = 0
 		return
 	}
+	fctx := ctx
+	to, adaptive := t.timeouts()
+	if adaptive {
+		fctx = fetch.WithTimeouts(ctx, to)
+	}
 	prev := t.revisitOf(it)
 	start := time.Now()
 	if !it.Due.IsZero() && it.Tries == 0 {
 		n.m.RecrawlLag.Observe(max(start.Sub(it.Due), 0).Seconds())
 	}
-	resp, err := n.client.FetchConditional(ctx, it.URL, conditional(prev))
+	resp, err := n.client.FetchConditional(fctx, it.URL, conditional(prev))
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	entry.DurationMS = t.last.Sub(start).Milliseconds()
@@ -310,13 +367,28 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			res.Reason, entry.Reason, entry.Error = kind, kind, err.Error()
 			return
 		}
+		if adaptive && kind == "timeout" && n.deadJobs != nil {
+			// Cut by the host's derived timeout, not judged by the full
+			// one: the URL goes back to the queue untried (no try used
+			// up). A host that answered before is tried again by the
+			// live workers with the full timeouts; one that never did
+			// goes to the dead-link lane, which tries it with them.
+			t.adaptiveCut()
+			t.requeue = append(t.requeue, it.FP)
+			res.FP = 0
+			return
+		}
 		t.stall(&res, &entry, it, kind, err.Error())
 		if isHostDown(kind) {
 			t.down = kind
 		}
+		t.failedWith(kind)
 		return
 	}
 	defer resp.Release() // nothing below keeps the bodies past this page
+	if n.cfg.Fetch.AdaptiveTimeouts {
+		n.times.observe(t.host, t.last.Sub(start))
+	}
 	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
@@ -325,6 +397,12 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.bytes.Add(int64(len(resp.RawBody)))
 	rv := t.classify(resp, prev, time.Now(), &res)
 	t.archiveAs(resp, res.Page, rv)
+	if t.answered(resp.Status, resp.Header) {
+		entry.Status, entry.Bytes, entry.MIME = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType)
+		res.Status = resp.Status
+		t.stallHeld(&res, &entry)
+		return
+	}
 	t.outcome(it, resp, &res, &entry)
 }
 
@@ -367,7 +445,7 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 		return
 	}
 	n := t.n
-	res.Delay = t.delay
+	res.Delay = t.gap()
 	// A STALLED result carries it too: the frontier completes a URL whose
 	// tries are used up, and it is due again like the others.
 	res.Revisit = n.revisitSchedule(t.host)

@@ -1,0 +1,217 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+)
+
+// BenchmarkDeadLane reproduces seed 003's speedup formula,
+// S ≈ 1 + P_f/(1−P_f)·α with α = T_f/T_s, on a synthetic web where a share
+// of the hosts never answer a page (they accept the connection and hang;
+// their robots.txt answers 404 at once). Each paper timeout (1, 5, 10, 15,
+// 30, 60 s against the paper's T_s of 73.08 ms) is scaled by deadLaneScale
+// and set as fetch.header_timeout. Both arms crawl the same web with the
+// same live workers: "fork-join" without the dead-link lane
+// (fetch.inactive_workers 0), "lane" with it (1 worker), and "adaptive":
+// the lane and fetch.adaptive_timeouts (floor 250 ms, scaled). The collection
+// time is from the first request to the last live page answered, both from
+// the web servers' own records; T_s is the worker time per live page of a
+// run without the dead hosts, P_f the share of dead URLs. Each arm runs
+// three times, interleaved, and its median is kept. Run:
+//
+//	go test -run '^$' -bench DeadLane -benchtime 1x -timeout 30m ./node/
+func BenchmarkDeadLane(b *testing.B) {
+	for _, paper := range []time.Duration{1, 5, 10, 15, 30, 60} {
+		tf := paper * time.Second / deadLaneScale
+		b.Run(fmt.Sprintf("timeout=%ds", paper), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				// Each arm deadLaneReps times, interleaved; the median of each.
+				var runs [4][]deadLaneResult
+				for r := 0; r < deadLaneReps; r++ {
+					runs[0] = append(runs[0], deadLaneRun(b, tf, 0, false, 0))
+					runs[1] = append(runs[1], deadLaneRun(b, tf, 0, false, deadLaneDead))
+					runs[2] = append(runs[2], deadLaneRun(b, tf, 1, false, deadLaneDead))
+					runs[3] = append(runs[3], deadLaneRun(b, tf, 1, true, deadLaneDead))
+				}
+				live, fj, ma, ad := median(runs[0]), median(runs[1]), median(runs[2]), median(runs[3])
+				ts := live.elapsed * time.Duration(deadLaneWorkers) / time.Duration(live.live)
+				ns, nf := float64(ma.live), float64(ma.dead)
+				pf := nf / (nf + ns)
+				alpha := float64(tf) / float64(ts)
+				formula := 1 + pf/(1-pf)*alpha
+				// The formula's steady state with the initial state added:
+				// a live worker still pays one timeout per dead host.
+				initial := (ns + nf*alpha) / (ns + deadLaneDead*alpha)
+				speedup := float64(fj.elapsed) / float64(ma.elapsed)
+				adaptive := float64(fj.elapsed) / float64(ad.elapsed)
+				b.ReportMetric(speedup, "speedup")
+				b.ReportMetric(formula, "formula")
+				b.ReportMetric(initial, "formula_initial")
+				b.ReportMetric(adaptive, "speedup_adaptive")
+				b.ReportMetric(alpha, "alpha")
+				b.Logf("| %ds | %v | %v | %.0f | %v | %v | %v | **%.2f** | %.2f | %.2f | %v | %.2f |",
+					paper, tf, ts.Round(10*time.Microsecond), alpha, live.elapsed.Round(time.Millisecond),
+					fj.elapsed.Round(time.Millisecond), ma.elapsed.Round(time.Millisecond), speedup, formula, initial,
+					ad.elapsed.Round(time.Millisecond), adaptive)
+			}
+		})
+	}
+}
+
+const (
+	// deadLaneScale: one second of the paper is 1/10 s here. Its T_s of
+	// 73.08 ms would be 7.3 ms, of the order of what a live page costs a
+	// worker here (T_s is measured), so α is of the paper's order.
+	deadLaneScale     = 10
+	deadLaneWorkers   = 2
+	deadLaneLive      = 4   // live hosts
+	deadLanePages     = 100 // pages per live host, besides its /
+	deadLaneDead      = 2   // dead hosts
+	deadLaneDeadPages = 4   // URLs per dead host
+)
+
+type deadLaneResult struct {
+	elapsed    time.Duration
+	live, dead int
+}
+
+// deadLaneReps is how many times each arm runs (the machine is shared: the
+// median of three is steadier than one run).
+const deadLaneReps = 3
+
+// median returns the run of median elapsed time.
+func median(rs []deadLaneResult) deadLaneResult {
+	s := slices.Clone(rs)
+	slices.SortFunc(s, func(a, b deadLaneResult) int { return cmp.Compare(a.elapsed, b.elapsed) })
+	return s[len(s)/2]
+}
+
+// deadLaneRun crawls the synthetic web once with lane workers in the
+// dead-link lane, with adaptive timeouts or not.
+func deadLaneRun(b *testing.B, tf time.Duration, lane int, adaptive bool, deadHosts int) deadLaneResult {
+	b.Helper()
+	var mu sync.Mutex
+	var first, last time.Time
+	seen := map[string]bool{}
+	note := func(key string, live bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		if live {
+			seen[key] = true
+			last = now
+		}
+	}
+	var seeds, hosts, deadURLs []string
+	for h := 0; h < deadHosts; h++ {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			note("", false)
+			<-r.Context().Done() // accept and hang until the client gives up
+		}))
+		b.Cleanup(srv.Close)
+		hosts = append(hosts, srv.Listener.Addr().String())
+		for p := 0; p < deadLaneDeadPages; p++ {
+			deadURLs = append(deadURLs, fmt.Sprintf("%s/d%d", srv.URL, p))
+		}
+	}
+	// Dead URL j is linked from page p(20+j) of live host j%deadLaneLive:
+	// found mid-crawl, as dead links are.
+	deadLink := func(host int, path string) string {
+		for j, u := range deadURLs {
+			if j%deadLaneLive == host && path == fmt.Sprintf("/p%d", 20+j) {
+				return u
+			}
+		}
+		return ""
+	}
+	for h := 0; h < deadLaneLive; h++ {
+		h := h
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			time.Sleep(time.Millisecond) // the server's share of T_s
+			w.Header().Set("Content-Type", "text/html")
+			if r.URL.Path == "/" {
+				for i := 0; i < deadLanePages; i++ {
+					fmt.Fprintf(w, `<a href="/p%d">p</a>`, i)
+				}
+			} else if u := deadLink(h, r.URL.Path); u != "" {
+				fmt.Fprintf(w, `<a href="%s">dead</a>`, u)
+			} else {
+				fmt.Fprint(w, "page")
+			}
+			note(fmt.Sprintf("%d%s", h, r.URL.Path), true)
+		}))
+		b.Cleanup(srv.Close)
+		hosts = append(hosts, srv.Listener.Addr().String())
+		seeds = append(seeds, srv.URL+"/")
+	}
+	c := config.Default()
+	c.Name, c.Data, c.HTTP, c.AllowPrivate = "bench", b.TempDir(), "127.0.0.1:0", true
+	c.Delay = 0
+	c.Workers = deadLaneWorkers
+	c.Fetch.InactiveWorkers = lane
+	c.Fetch.HeaderTimeout = tf
+	c.Fetch.MaxTries = 1
+	c.Fetch.AdaptiveTimeouts = adaptive
+	c.Fetch.AdaptiveFloor = 250 * time.Millisecond / deadLaneScale
+	c.ShutdownTimeout = 0 // the lane's requests in flight are cut at the end of the run
+	c.Bucket.ListCap = 1  // one URL per trip: every dead URL is an attempt of its own
+	c.Bucket.MaxQueueWait = time.Millisecond
+	c.Frontier.BatchDelay = 0
+	c.WARC.Enabled = false
+	c.Seeds = seeds
+	c.Scope.AllowHosts = hosts
+	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	want := deadLaneLive * (deadLanePages + 1)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		mu.Lock()
+		k := len(seen)
+		mu.Unlock()
+		if k >= want {
+			break
+		}
+		if n.Done() || time.Now().After(deadline) {
+			// A live page timed out (its host's robots.txt, or the page
+			// itself): the run measures something else than the formula's.
+			cancel()
+			<-done
+			b.Fatalf("lane %d adaptive %v timeout %v: %d of %d live pages answered when the crawl ended", lane, adaptive, tf, k, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return deadLaneResult{elapsed: last.Sub(first), live: want, dead: deadHosts * deadLaneDeadPages}
+}
