@@ -154,6 +154,27 @@ func TestDeclaredLinksAndSitemaps(t *testing.T) {
 			if want := map[string]string{"/dup.html?session=1": "/dup.html"}; fmt.Sprint(canon) != fmt.Sprint(want) {
 				t.Errorf("canonical in the crawl log: %v, want %v", canon, want)
 			}
+			files, _ := filepath.Glob(filepath.Join(c.Data, "warc", "*.warc.gz"))
+			if len(files) == 0 {
+				t.Fatal("no WARC file")
+			}
+			records, lines := 0, 0
+			for _, f := range files {
+				k, err := archive.ValidateWARC(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				records += k
+				k, err = archive.CheckCDXJ(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines += k
+			}
+			// a warcinfo per file, a request and a response per request made
+			if n := len(hits()); records != 2*n+len(files) || lines != n {
+				t.Errorf("%d WARC records and %d index lines for %d requests in %d files", records, lines, n, len(files))
+			}
 		})
 	}
 }

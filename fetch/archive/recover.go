@@ -27,7 +27,8 @@ type RecoverReport struct {
 
 // Recover repairs WARC files a crash left open in dir (*.warc.gz.open): each is cut after its last
 // complete gzip member (also dropping a final request record whose response was lost) and renamed
-// to .warc.gz; a file with no complete record is removed. Call it before NewWARCWriter on start.
+// to .warc.gz, and its CDXJ index is written (IndexWARC); a file with no complete record is
+// removed. Call it before NewWARCWriter on start.
 func Recover(dir string) (RecoverReport, error) {
 	var rep RecoverReport
 	paths, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"+OpenSuffix))
@@ -99,5 +100,9 @@ func recoverFile(path string) (RecoveredFile, error) {
 	}
 	syncDir(filepath.Dir(path))
 	rf.Final = final
+	// The writer's index of the file died with it: rebuilt from the file.
+	if err := IndexWARC(final); err != nil {
+		slog.Warn("archive: could not index a recovered WARC file (phasecrawl cdxj rebuilds it)", "file", final, "error", err)
+	}
 	return rf, nil
 }

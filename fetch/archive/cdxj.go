@@ -1,0 +1,362 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gowarc "github.com/nlnwa/gowarc/v3"
+)
+
+// CDXJSuffix is appended to a WARC file's name for its index.
+const CDXJSuffix = ".cdxj"
+
+// cdxEntry is one line of a CDXJ index: a response record.
+type cdxEntry struct {
+	url    string
+	ts     string // 14 digits, UTC
+	mime   string
+	status int
+	digest string // payload digest, base32 without "sha1:"
+	offset int64  // of the record's gzip member in the file
+	length int64  // of the member
+}
+
+// cdxJSON is the JSON part of a CDXJ line, as pywb's indexer writes it (numbers as strings).
+type cdxJSON struct {
+	URL      string `json:"url"`
+	MIME     string `json:"mime"`
+	Status   string `json:"status,omitempty"`
+	Digest   string `json:"digest,omitempty"`
+	Length   string `json:"length"`
+	Offset   string `json:"offset"`
+	Filename string `json:"filename"`
+}
+
+func (e cdxEntry) line(filename string) []byte {
+	j := cdxJSON{URL: e.url, MIME: e.mime, Digest: e.digest, Length: strconv.FormatInt(e.length, 10),
+		Offset: strconv.FormatInt(e.offset, 10), Filename: filename}
+	if e.status > 0 {
+		j.Status = strconv.Itoa(e.status)
+	}
+	b, _ := json.Marshal(j) // strings only: cannot fail
+	var out []byte
+	out = append(out, SURT(e.url)...)
+	out = append(out, ' ')
+	out = append(out, e.ts...)
+	out = append(out, ' ')
+	out = append(out, b...)
+	return append(out, '\n')
+}
+
+// cdxTimestamp is a WARC date as a CDX timestamp (14 digits, UTC).
+func cdxTimestamp(t time.Time) string { return t.UTC().Format("20060102150405") }
+
+// headInfo reads the status code and media type of an HTTP response head
+// (or whole block); 0 and "unk" when it is not one.
+func headInfo(block []byte) (status int, mt string) {
+	mt = "unk"
+	if !bytes.HasPrefix(block, []byte("HTTP/")) {
+		return 0, mt
+	}
+	if i := bytes.Index(block, []byte("\r\n\r\n")); i >= 0 {
+		block = block[:i+2]
+	}
+	line, rest, _ := bytes.Cut(block, []byte("\r\n"))
+	if f := bytes.Fields(line); len(f) >= 2 {
+		status, _ = strconv.Atoi(string(f[1]))
+	}
+	for len(rest) > 0 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Type") {
+			mt = mediaTypeOf(string(v))
+			break
+		}
+	}
+	return status, mt
+}
+
+func mediaTypeOf(ct string) string {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt != "" {
+		return mt
+	}
+	if mt := strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0])); mt != "" && !strings.ContainsAny(mt, " \t\"") {
+		return mt
+	}
+	return "unk"
+}
+
+// writeCDXJ writes the index of the WARC file warcPath (its final name)
+// from entries: lines sorted (byte order, as `LC_ALL=C sort` and pywb
+// expect), to a temporary file synced and renamed to warcPath+".cdxj".
+func writeCDXJ(warcPath string, entries []cdxEntry) error {
+	name := filepath.Base(warcPath)
+	lines := make([][]byte, len(entries))
+	for i, e := range entries {
+		lines[i] = e.line(name)
+	}
+	slices.SortFunc(lines, bytes.Compare)
+	final := warcPath + CDXJSuffix
+	tmp := final + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("archive: create index %s: %w", tmp, err)
+	}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	for _, l := range lines {
+		bw.Write(l) // the error comes back from Flush
+	}
+	err = bw.Flush()
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, final)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("archive: write index %s: %w", final, err)
+	}
+	return nil
+}
+
+// IndexWARC (re)writes the CDXJ index of a WARC file (path + ".cdxj") from
+// the file itself, read with gowarc: one line per response record.
+// Recover calls it for the files it repairs; `phasecrawl cdxj` for any.
+func IndexWARC(path string) error {
+	r, err := gowarc.NewWarcFileReader(path, 0)
+	if err != nil {
+		return fmt.Errorf("archive: index %s: %w", path, err)
+	}
+	defer r.Close()
+	var entries []cdxEntry
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("archive: index %s: record after offset %d: %w", path, rec.Offset, err)
+		}
+		wr := rec.WarcRecord
+		if wr.Type() == gowarc.Response {
+			h := wr.WarcHeader()
+			e := cdxEntry{url: h.Get(gowarc.WarcTargetURI), mime: "unk", offset: rec.Offset, length: rec.Size,
+				digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:")}
+			if d, err := wr.Date(); err == nil {
+				e.ts = cdxTimestamp(d)
+			}
+			if e.digest == "" {
+				e.digest = strings.TrimPrefix(h.Get(gowarc.WarcBlockDigest), "sha1:")
+			}
+			if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
+				e.status = hb.HttpStatusCode()
+				if hh := hb.HttpHeader(); hh != nil {
+					e.mime = mediaTypeOf(hh.Get("Content-Type"))
+				}
+			}
+			entries = append(entries, e)
+		}
+		rec.Close()
+	}
+	return writeCDXJ(path, entries)
+}
+
+// IndexMissing writes the index of every finished WARC file in dir that
+// has none (files of a version without indexes, or whose index write
+// failed), and removes index files left half-written. It returns the files indexed.
+func IndexMissing(dir string) ([]string, error) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*"+CDXJSuffix+".tmp"))
+	for _, t := range tmps {
+		os.Remove(t)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil {
+		return nil, fmt.Errorf("archive: index %s: %w", dir, err)
+	}
+	var done []string
+	for _, p := range paths {
+		if _, err := os.Stat(p + CDXJSuffix); err == nil {
+			continue
+		}
+		if err := IndexWARC(p); err != nil {
+			return done, err
+		}
+		done = append(done, p)
+	}
+	return done, nil
+}
+
+// ValidateWARC reads every record of a WARC file with gowarc's strict
+// validation (header fields, Content-Length, block and payload digests,
+// WARC 1.1 syntax) and returns how many records it has.
+func ValidateWARC(path string) (int, error) {
+	r, err := gowarc.NewWarcFileReader(path, 0, gowarc.WithStrictValidation())
+	if err != nil {
+		return 0, fmt.Errorf("archive: validate %s: %w", path, err)
+	}
+	defer r.Close()
+	n := 0
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("archive: validate %s: record %d (offset %d): %w", path, n, rec.Offset, err)
+		}
+		if v := rec.Validation; len(v) > 0 {
+			rec.Close()
+			return n, fmt.Errorf("archive: validate %s: record %d: %w", path, n, errors.Join(v...))
+		}
+		if _, err := rec.WarcRecord.ValidateDigest(); err != nil {
+			rec.Close()
+			return n, fmt.Errorf("archive: validate %s: record %d (offset %d) digest: %w", path, n, rec.Offset, err)
+		}
+		rec.Close()
+		n++
+	}
+}
+
+// CheckCDXJ checks the index of a WARC file against the file: its lines
+// are sorted, and each line's offset and length frame one gzip member
+// holding a response record whose target URI, date, status, media type and
+// payload digest are the line's. It returns the number of lines.
+func CheckCDXJ(warcPath string) (int, error) {
+	idx, err := os.ReadFile(warcPath + CDXJSuffix)
+	if err != nil {
+		return 0, fmt.Errorf("archive: check index: %w", err)
+	}
+	f, err := os.Open(warcPath)
+	if err != nil {
+		return 0, fmt.Errorf("archive: check index: %w", err)
+	}
+	defer f.Close()
+	lines := bytes.Split(bytes.TrimSuffix(idx, []byte("\n")), []byte("\n"))
+	if len(idx) == 0 {
+		lines = nil
+	}
+	for i, l := range lines {
+		bad := func(format string, a ...any) (int, error) {
+			return i, fmt.Errorf("archive: %s line %d: %s", warcPath+CDXJSuffix, i+1, fmt.Sprintf(format, a...))
+		}
+		if i > 0 && bytes.Compare(lines[i-1], l) > 0 {
+			return bad("not sorted")
+		}
+		parts := bytes.SplitN(l, []byte(" "), 3)
+		if len(parts) != 3 {
+			return bad("not SURT timestamp JSON")
+		}
+		var j cdxJSON
+		if err := json.Unmarshal(parts[2], &j); err != nil {
+			return bad("JSON: %v", err)
+		}
+		if string(parts[0]) != SURT(j.URL) || j.Filename != filepath.Base(warcPath) {
+			return bad("key %s or filename %s does not match %s", parts[0], j.Filename, j.URL)
+		}
+		off, err1 := strconv.ParseInt(j.Offset, 10, 64)
+		n, err2 := strconv.ParseInt(j.Length, 10, 64)
+		if err1 != nil || err2 != nil || off < 0 || n <= 0 {
+			return bad("offset %q length %q", j.Offset, j.Length)
+		}
+		member := make([]byte, n)
+		if _, err := f.ReadAt(member, off); err != nil {
+			return bad("read %d bytes at %d: %v", n, off, err)
+		}
+		r, err := gowarc.NewWarcFileReaderFromStream(bytes.NewReader(member), 0, gowarc.WithStrictValidation())
+		if err != nil {
+			return bad("reader: %v", err)
+		}
+		rec, err := r.Next()
+		if err != nil {
+			return bad("no record at %d: %v", off, err)
+		}
+		wr := rec.WarcRecord
+		h := wr.WarcHeader()
+		want := cdxJSON{URL: h.Get(gowarc.WarcTargetURI), MIME: "unk", Digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:"),
+			Length: j.Length, Offset: j.Offset, Filename: j.Filename}
+		if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
+			want.Status = strconv.Itoa(hb.HttpStatusCode())
+			if hh := hb.HttpHeader(); hh != nil {
+				want.MIME = mediaTypeOf(hh.Get("Content-Type"))
+			}
+		}
+		date, _ := wr.Date()
+		typ := wr.Type()
+		rec.Close()
+		if rec.Size != n {
+			return bad("the record at %d is %d bytes, the line says %d", off, rec.Size, n)
+		}
+		if _, err := r.Next(); err != io.EOF {
+			return bad("more than one record at %d (%v)", off, err)
+		}
+		r.Close()
+		if typ != gowarc.Response || want != j || string(parts[1]) != cdxTimestamp(date) {
+			return bad("the record at %d (%s %s %s) is not the line's", off, typ, want.URL, date)
+		}
+	}
+	return len(lines), nil
+}
+
+// SURT is the Sort-friendly URI Reordering Transform of an absolute URL,
+// the key of CDX indexes: scheme and a leading "www." dropped, host labels
+// reversed and comma-separated, a port other than the scheme's default
+// kept, then ")" and the path and query (query parameters sorted),
+// lower-cased; the fragment is dropped. "https://www.Example.org:8080/A?b=1&a=2"
+// gives "org,example:8080)/a?a=2&b=1".
+func SURT(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return strings.ToLower(raw)
+	}
+	host := strings.ToLower(u.Hostname())
+	host = strings.TrimSuffix(host, ".")
+	if strings.HasPrefix(host, "www.") && strings.Count(host, ".") > 1 {
+		host = host[4:]
+	}
+	var b strings.Builder
+	if strings.Contains(host, ":") { // IPv6
+		b.WriteString(host)
+	} else {
+		labels := strings.Split(host, ".")
+		for i := len(labels) - 1; i >= 0; i-- {
+			b.WriteString(labels[i])
+			if i > 0 {
+				b.WriteByte(',')
+			}
+		}
+	}
+	if p := u.Port(); p != "" && !(p == "80" && u.Scheme == "http") && !(p == "443" && u.Scheme == "https") {
+		b.WriteByte(':')
+		b.WriteString(p)
+	}
+	b.WriteByte(')')
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	b.WriteString(strings.ToLower(path))
+	if u.RawQuery != "" {
+		q := strings.Split(u.RawQuery, "&")
+		slices.Sort(q)
+		b.WriteByte('?')
+		b.WriteString(strings.ToLower(strings.Join(q, "&")))
+	}
+	return b.String()
+}
