@@ -39,6 +39,8 @@ Usage:
   phasecrawl synthweb --listen ADDR      serve the synthetic web (for trying phasecrawl by hand)
   phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
                                          send the URLs of a member gone for good (its data directory) to a live member's exchange
+  phasecrawl cdxj --data DIR [--all|--check] | FILE...
+                                         write (or check) the CDXJ index of WARC files
 `
 
 func main() {
@@ -66,6 +68,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdSynthweb(args[1:], stdout, stderr)
 	case "salvage":
 		err = cmdSalvage(args[1:], stdout, stderr)
+	case "cdxj":
+		err = cmdCDXJ(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -360,3 +360,50 @@ func SURT(raw string) string {
 	}
 	return b.String()
 }
+
+// RecordHeader is what EachResponse tells of a response record.
+type RecordHeader struct {
+	TargetURI string
+	Date      time.Time // zero if unreadable
+	Truncated bool      // WARC-Truncated is set
+}
+
+// EachResponse reads the response records of a WARC file with gowarc and passes each one's header and block (a fresh slice
+// fn may keep) to fn, in file order. An error from fn stops the scan and is
+// returned as is.
+func EachResponse(path string, fn func(h RecordHeader, block []byte) error) error {
+	r, err := gowarc.NewWarcFileReader(path, 0)
+	if err != nil {
+		return fmt.Errorf("archive: read %s: %w", path, err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("archive: read %s: record at %d: %w", path, rec.Offset, err)
+		}
+		wr := rec.WarcRecord
+		if wr.Type() != gowarc.Response {
+			rec.Close()
+			continue
+		}
+		h := wr.WarcHeader()
+		rh := RecordHeader{TargetURI: h.Get(gowarc.WarcTargetURI), Truncated: h.Get(gowarc.WarcTruncated) != ""}
+		rh.Date, _ = wr.Date()
+		var block []byte
+		raw, err := wr.Block().RawBytes()
+		if err == nil {
+			block, err = io.ReadAll(raw)
+		}
+		rec.Close()
+		if err != nil {
+			return fmt.Errorf("archive: read %s: block at %d: %w", path, rec.Offset, err)
+		}
+		if err := fn(rh, block); err != nil {
+			return err
+		}
+	}
+}

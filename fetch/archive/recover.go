@@ -31,6 +31,11 @@ type RecoverReport struct {
 // removed. Call it before NewWARCWriter on start.
 func Recover(dir string) (RecoverReport, error) {
 	var rep RecoverReport
+	if tmps, err := filepath.Glob(filepath.Join(dir, "*"+CDXJSuffix+".tmp")); err == nil {
+		for _, t := range tmps { // an index write cut by the crash
+			os.Remove(t)
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"+OpenSuffix))
 	if err != nil {
 		return rep, fmt.Errorf("archive: recover %s: %w", dir, err)
