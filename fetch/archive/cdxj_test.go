@@ -231,12 +231,12 @@ func TestCDXJAfterCrash(t *testing.T) {
 
 func TestSURT(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://example.org/":                       "org,example)/",
+		"http://example.org/":                        "org,example)/",
 		"https://www.Example.org:8443/A/b?z=1&a=2#f": "org,example:8443)/a/b?a=2&z=1",
-		"http://www.org/x":                          "org,www)/x",
-		"https://h.example:443":                     "example,h)/",
-		"http://127.0.0.1:8080/p":                   "1,0,0,127:8080)/p",
-		"http://[::1]:81/":                          "::1:81)/",
+		"http://www.org/x":                           "org,www)/x",
+		"https://h.example:443":                      "example,h)/",
+		"http://127.0.0.1:8080/p":                    "1,0,0,127:8080)/p",
+		"http://[::1]:81/":                           "::1:81)/",
 	} {
 		if got := SURT(in); got != want {
 			t.Errorf("SURT(%q) = %q, want %q", in, got, want)
