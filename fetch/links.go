@@ -223,7 +223,10 @@ func isHTMLSpace(r rune) bool {
 // (nil: only absolute links and a <base href> count). It never fails. Rules,
 // shared with ExtractLinksFast:
 //
-//   - links: href of <a> and <area>, src of <frame> and <iframe>; HTML
+//   - links: what elementItems reads (href of <a>, <area> and of <link>
+//     whose rel names a document, src of <frame> and <iframe>, srcset
+//     candidates, <meta http-equiv=refresh>; requisites: <img src>,
+//     <script src>, <link rel=stylesheet>, media, ...; rel=canonical); HTML
 //     elements only (not SVG/MathML ones), and only those the tree builder
 //     keeps (a <frame> outside a <frameset> is dropped, content before an
 //     accepted <frameset> is dropped, text of <script>, <style>, <textarea>,
@@ -236,8 +239,10 @@ func isHTMLSpace(r rune) bool {
 //   - each href/src goes through Resolve (whitespace trimmed; entities were
 //     decoded by the tokenizer); non-http(s) and invalid links are dropped;
 //   - duplicates (after normalization) are merged at their first position;
-//     the merged link is NoFollow only if every occurrence is rel=nofollow
-//     (a <frame>/<iframe> occurrence counts as followed);
+//     the merged link is followed if one occurrence is (a <frame>/<iframe>
+//     occurrence counts as followed), else a requisite if one occurrence
+//     is, else NoFollow (every occurrence rel=nofollow);
+//   - the first rel=canonical that resolves is Page.Canonical;
 //   - <meta name=robots content="nofollow|noindex|none"> anywhere sets
 //     Page.NoFollow / Page.NoIndex.
 func ExtractLinks(base *url.URL, body []byte) Page {

@@ -57,7 +57,14 @@ func ParseSitemap(body []byte) (Sitemap, error) {
 		r = zr
 	}
 	lr := &io.LimitedReader{R: r, N: SitemapMaxBytes}
-	dec := xml.NewDecoder(bufio.NewReader(lr))
+	br := bufio.NewReaderSize(lr, 4096)
+	// The root element comes early: any other body (a gzip'd download, a
+	// feed) is refused without being read through.
+	head, _ := br.Peek(4096)
+	if lower := bytes.ToLower(head); !bytes.Contains(lower, []byte("urlset")) && !bytes.Contains(lower, []byte("sitemapindex")) {
+		return Sitemap{}, ErrNotSitemap
+	}
+	dec := xml.NewDecoder(br)
 	dec.Strict = false
 	dec.CharsetReader = func(_ string, in io.Reader) (io.Reader, error) { return in, nil }
 	var sm Sitemap

@@ -60,6 +60,7 @@ func TestParseSitemap(t *testing.T) {
 		{"html", []byte(`<html><body><a href="/x">x</a></body></html>`), false, nil, false, ErrNotSitemap},
 		{"rss", []byte(`<?xml version="1.0"?><rss><channel><link>http://h.example/</link></channel></rss>`), false, nil, false, ErrNotSitemap},
 		{"empty", nil, false, nil, false, ErrNotSitemap},
+		{"gzip'd download", gz(t, bytes.Repeat([]byte{1, 2, 3, '<'}, 100000)), false, nil, false, ErrNotSitemap},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
