@@ -249,7 +249,7 @@ func HeaderLinks(base *url.URL, h http.Header) Page {
 			break
 		}
 	}
-	return finishPage(base, items, false, false)
+	return finishPage(base, items, false, false, true)
 }
 
 const maxHeaderLinks = 1000
@@ -369,13 +369,13 @@ func ExtractCSSLinks(base *url.URL, css []byte) Page {
 				q := s[j]
 				end := strings.IndexByte(s[j+1:], q)
 				if end < 0 {
-					return finishPage(base, items, false, false)
+					return finishPage(base, items, false, false, true)
 				}
 				u, i = s[j+1:j+1+end], j+2+end
 			} else {
 				end := strings.IndexByte(s[j:], ')')
 				if end < 0 {
-					return finishPage(base, items, false, false)
+					return finishPage(base, items, false, false, true)
 				}
 				u, i = strings.TrimRight(s[j:j+end], " \t\n\r\f"), j+end+1
 			}
@@ -392,7 +392,7 @@ func ExtractCSSLinks(base *url.URL, css []byte) Page {
 				q := s[j]
 				end := strings.IndexByte(s[j+1:], q)
 				if end < 0 {
-					return finishPage(base, items, false, false)
+					return finishPage(base, items, false, false, true)
 				}
 				if u := s[j+1 : j+1+end]; u != "" {
 					items = append(items, pageItem{kind: itemRequisite, val: u})
@@ -403,7 +403,7 @@ func ExtractCSSLinks(base *url.URL, css []byte) Page {
 			i++
 		}
 	}
-	return finishPage(base, items, false, false)
+	return finishPage(base, items, false, false, true)
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -82,8 +82,9 @@ type pageItem struct {
 	val    string
 }
 
-// finishPage resolves the collected items (in DOM order) into a Page.
-func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page {
+// finishPage resolves the collected items (in DOM order) into a Page;
+// requisite items are dropped unless requisites.
+func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex, requisites bool) Page {
 	var base baseURL
 	if docURL != nil {
 		base, _ = newBase(docURL.String())
@@ -102,7 +103,7 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 	p := Page{NoFollow: noFollow, NoIndex: noIndex, Base: base.String()}
 	n := 0
 	for _, it := range items {
-		if it.kind != itemBase && it.kind != itemCanonical {
+		if it.kind != itemBase && it.kind != itemCanonical && (requisites || it.kind != itemRequisite) {
 			n++
 		}
 	}
@@ -124,7 +125,7 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 	var bad map[string]bool
 	occ := make([]uint8, 0, n)
 	for _, it := range items {
-		if it.kind == itemBase || it.kind == itemCanonical {
+		if it.kind == itemBase || it.kind == itemCanonical || !requisites && it.kind == itemRequisite {
 			continue
 		}
 		u, err := base.resolve(it.val)
@@ -246,9 +247,15 @@ func isHTMLSpace(r rune) bool {
 //   - <meta name=robots content="nofollow|noindex|none"> anywhere sets
 //     Page.NoFollow / Page.NoIndex.
 func ExtractLinks(base *url.URL, body []byte) Page {
+	return ExtractLinksRequisites(base, body, true)
+}
+
+// ExtractLinksRequisites is ExtractLinks with the page's requisites
+// (Link.Requisite) left out, unresolved, unless requisites.
+func ExtractLinksRequisites(base *url.URL, body []byte, requisites bool) Page {
 	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
 	if err != nil {
-		return finishPage(base, nil, false, false)
+		return finishPage(base, nil, false, false, requisites)
 	}
 	var items []pageItem
 	var noFollow, noIndex bool
@@ -268,7 +275,7 @@ func ExtractLinks(base *url.URL, body []byte) Page {
 		}
 		items = elementItems(items, n.Data, func(slot int) (string, bool) { return domAttrOK(n, attrKeys[slot]) })
 	})
-	return finishPage(base, items, noFollow, noIndex)
+	return finishPage(base, items, noFollow, noIndex, requisites)
 }
 
 // linkSelector selects the elements elementItems reads (and <base>).

@@ -28,11 +28,17 @@ import (
 // pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinksEqual;
 // FuzzScanTokens compares the scanner with the tokenizer token by token).
 func ExtractLinksFast(base *url.URL, body []byte) Page {
+	return ExtractLinksFastRequisites(base, body, true)
+}
+
+// ExtractLinksFastRequisites is ExtractLinksFast with the page's
+// requisites (Link.Requisite) left out, unresolved, unless requisites.
+func ExtractLinksFastRequisites(base *url.URL, body []byte, requisites bool) Page {
 	p := fastParser{framesetOK: true}
 	p.z = &p.scan
 	p.scan.init(body)
 	p.run()
-	return finishPage(base, p.root.flatten(nil), p.headNF || p.bodyNF, p.headNI || p.bodyNI)
+	return finishPage(base, p.root.flatten(nil), p.headNF || p.bodyNF, p.headNI || p.bodyNI, requisites)
 }
 
 const (

@@ -38,6 +38,17 @@ func bothExtract(t testing.TB, base *url.URL, body []byte, name string) Page {
 	if !reflect.DeepEqual(slow, fast) {
 		t.Errorf("%s: ExtractLinks and ExtractLinksFast differ\ngoquery:\n%sfast:\n%s", name, pageString(slow), pageString(fast))
 	}
+	// without requisites: the same on both sides, and none left
+	slowNR := ExtractLinksRequisites(base, body, false)
+	fastNR := ExtractLinksFastRequisites(base, body, false)
+	if !reflect.DeepEqual(slowNR, fastNR) {
+		t.Errorf("%s: without requisites, ExtractLinks and ExtractLinksFast differ\ngoquery:\n%sfast:\n%s", name, pageString(slowNR), pageString(fastNR))
+	}
+	for _, l := range slowNR.Links {
+		if l.Requisite {
+			t.Errorf("%s: requisite %s extracted without requisites", name, l.URL)
+		}
+	}
 	return slow
 }
 

@@ -375,9 +375,9 @@ func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.Lo
 	switch {
 	case isHTML(resp.ContentType, resp.Body):
 		if cfg.Parser == "goquery" {
-			page = fetch.ExtractLinks(base, resp.Body)
+			page = fetch.ExtractLinksRequisites(base, resp.Body, cfg.Requisites)
 		} else {
-			page = fetch.ExtractLinksFast(base, resp.Body)
+			page = fetch.ExtractLinksFastRequisites(base, resp.Body, cfg.Requisites)
 		}
 	case cfg.Requisites && mediaType(resp.ContentType) == "text/css":
 		page = fetch.ExtractCSSLinks(base, resp.Body)
