@@ -137,7 +137,7 @@ func writeCDXJ(warcPath string, entries []cdxEntry) error {
 }
 
 // IndexWARC (re)writes the CDXJ index of a WARC file (path + ".cdxj") from
-// the file itself, read with gowarc: one line per response record.
+// the file itself, read with gowarc: one line per response or revisit record.
 // Recover calls it for the files it repairs; `phasecrawl cdxj` for any.
 func IndexWARC(path string) error {
 	r, err := gowarc.NewWarcFileReader(path, 0)
@@ -154,23 +154,7 @@ func IndexWARC(path string) error {
 		if err != nil {
 			return fmt.Errorf("archive: index %s: record after offset %d: %w", path, rec.Offset, err)
 		}
-		wr := rec.WarcRecord
-		if wr.Type() == gowarc.Response {
-			h := wr.WarcHeader()
-			e := cdxEntry{url: h.Get(gowarc.WarcTargetURI), mime: "unk", offset: rec.Offset, length: rec.Size,
-				digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:")}
-			if d, err := wr.Date(); err == nil {
-				e.ts = cdxTimestamp(d)
-			}
-			if e.digest == "" {
-				e.digest = strings.TrimPrefix(h.Get(gowarc.WarcBlockDigest), "sha1:")
-			}
-			if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
-				e.status = hb.HttpStatusCode()
-				if hh := hb.HttpHeader(); hh != nil {
-					e.mime = mediaTypeOf(hh.Get("Content-Type"))
-				}
-			}
+		if e, ok := recordEntry(rec); ok {
 			entries = append(entries, e)
 		}
 		rec.Close()
@@ -236,8 +220,8 @@ func ValidateWARC(path string) (int, error) {
 
 // CheckCDXJ checks the index of a WARC file against the file: its lines
 // are sorted, and each line's offset and length frame one gzip member
-// holding a response record whose target URI, date, status, media type and
-// payload digest are the line's. It returns the number of lines.
+// holding a response (or revisit) record that gives exactly the line
+// (target URI, date, status, media type, payload digest). It returns the number of lines.
 func CheckCDXJ(warcPath string) (int, error) {
 	idx, err := os.ReadFile(warcPath + CDXJSuffix)
 	if err != nil {
@@ -287,29 +271,23 @@ func CheckCDXJ(warcPath string) (int, error) {
 		if err != nil {
 			return bad("no record at %d: %v", off, err)
 		}
-		wr := rec.WarcRecord
-		h := wr.WarcHeader()
-		want := cdxJSON{URL: h.Get(gowarc.WarcTargetURI), MIME: "unk", Digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:"),
-			Length: j.Length, Offset: j.Offset, Filename: j.Filename}
-		if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
-			want.Status = strconv.Itoa(hb.HttpStatusCode())
-			if hh := hb.HttpHeader(); hh != nil {
-				want.MIME = mediaTypeOf(hh.Get("Content-Type"))
-			}
-		}
-		date, _ := wr.Date()
-		typ := wr.Type()
+		e, ok := recordEntry(rec)
 		rec.Close()
+		if !ok {
+			return bad("the record at %d is not a response", off)
+		}
 		if rec.Size != n {
 			return bad("the record at %d is %d bytes, the line says %d", off, rec.Size, n)
+		}
+		e.offset = off
+		want := e.line(j.Filename)
+		if !bytes.Equal(bytes.TrimSuffix(want, []byte("\n")), l) {
+			return bad("the record at %d is %s", off, want)
 		}
 		if _, err := r.Next(); err != io.EOF {
 			return bad("more than one record at %d (%v)", off, err)
 		}
 		r.Close()
-		if typ != gowarc.Response || want != j || string(parts[1]) != cdxTimestamp(date) {
-			return bad("the record at %d (%s %s %s) is not the line's", off, typ, want.URL, date)
-		}
 	}
 	return len(lines), nil
 }
@@ -406,4 +384,45 @@ func EachResponse(path string, fn func(h RecordHeader, block []byte) error) erro
 			return err
 		}
 	}
+}
+
+// recordEntry is the index entry of a response or revisit record (a
+// revisit's media type is "warc/revisit", as pywb indexes it).
+func recordEntry(rec gowarc.Record) (cdxEntry, bool) {
+	wr := rec.WarcRecord
+	typ := wr.Type()
+	if typ != gowarc.Response && typ != gowarc.Revisit {
+		return cdxEntry{}, false
+	}
+	h := wr.WarcHeader()
+	e := cdxEntry{url: h.Get(gowarc.WarcTargetURI), mime: "unk", offset: rec.Offset, length: rec.Size,
+		digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:")}
+	if d, err := wr.Date(); err == nil {
+		e.ts = cdxTimestamp(d)
+	}
+	if e.digest == "" && typ == gowarc.Response {
+		e.digest = strings.TrimPrefix(h.Get(gowarc.WarcBlockDigest), "sha1:")
+	}
+	if hb, ok := wr.Block().(gowarc.HttpResponseBlock); ok {
+		e.status = hb.HttpStatusCode()
+		if hh := hb.HttpHeader(); hh != nil {
+			e.mime = mediaTypeOf(hh.Get("Content-Type"))
+		}
+	} else if typ == gowarc.Revisit {
+		if st, _ := headInfo(revisitHead(wr)); st > 0 {
+			e.status = st
+		}
+	}
+	if typ == gowarc.Revisit {
+		e.mime = "warc/revisit"
+	}
+	return e, true
+}
+
+// revisitHead is the HTTP head a revisit record's block holds, if any.
+func revisitHead(wr gowarc.WarcRecord) []byte {
+	if pb, ok := wr.Block().(gowarc.ProtocolHeaderBlock); ok {
+		return pb.ProtocolHeaderBytes()
+	}
+	return nil
 }

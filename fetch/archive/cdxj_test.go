@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	gowarc "github.com/nlnwa/gowarc/v3"
 )
 
 // variedExchanges writes exchanges of every kind the writer makes: HTML
@@ -241,5 +242,48 @@ func TestSURT(t *testing.T) {
 		if got := SURT(in); got != want {
 			t.Errorf("SURT(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestCDXJRevisit: a revisit record (written here with gowarc, as a
+// recurring crawl writes them) gets an index line of media type
+// warc/revisit that the check accepts.
+func TestCDXJRevisit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.warc.gz")
+	var buf bytes.Buffer
+	b := gowarc.NewRecordBuilder(gowarc.Revisit, gowarc.WithAddMissingDigest(true), gowarc.WithAddMissingRecordId(true))
+	b.AddWarcHeader(gowarc.WarcTargetURI, "http://h.example/again")
+	b.AddWarcHeaderTime(gowarc.WarcDate, time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	b.AddWarcHeader(gowarc.WarcProfile, gowarc.ProfileIdenticalPayloadDigestV1_1)
+	b.AddWarcHeader(gowarc.WarcPayloadDigest, "sha1:G7HRM7BGOKSKMSXZAHMUQTTV53QOFSMK")
+	b.AddWarcHeader(gowarc.ContentType, "application/http;msgtype=response")
+	if _, err := b.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(&buf)
+	if _, _, err := gowarc.NewMarshaler().Marshal(zw, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := IndexWARC(path); err != nil {
+		t.Fatal(err)
+	}
+	idx, _ := os.ReadFile(path + CDXJSuffix)
+	want := `example,h)/again 20260304050607 {"url":"http://h.example/again","mime":"warc/revisit","status":"200","digest":"G7HRM7BGOKSKMSXZAHMUQTTV53QOFSMK","length":"` + fmt.Sprint(buf.Len()) + `","offset":"0","filename":"r.warc.gz"}` + "\n"
+	if string(idx) != want {
+		t.Errorf("index\n%s\nwant\n%s", idx, want)
+	}
+	if k, err := CheckCDXJ(path); err != nil || k != 1 {
+		t.Errorf("check: %d, %v", k, err)
 	}
 }
