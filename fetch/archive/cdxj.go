@@ -140,6 +140,12 @@ func writeCDXJ(warcPath string, entries []cdxEntry) error {
 // the file itself, read with gowarc: one line per response or revisit record.
 // Recover calls it for the files it repairs; `phasecrawl cdxj` for any.
 func IndexWARC(path string) error {
+	return indexWARC(path, path)
+}
+
+// indexWARC writes the index of the WARC file at path as the index of
+// final (its name once renamed).
+func indexWARC(path, final string) error {
 	r, err := gowarc.NewWarcFileReader(path, 0)
 	if err != nil {
 		return fmt.Errorf("archive: index %s: %w", path, err)
@@ -159,7 +165,7 @@ func IndexWARC(path string) error {
 		}
 		rec.Close()
 	}
-	return writeCDXJ(path, entries)
+	return writeCDXJ(final, entries)
 }
 
 // IndexMissing writes the index of every finished WARC file in dir that

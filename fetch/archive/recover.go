@@ -100,14 +100,16 @@ func recoverFile(path string) (RecoveredFile, error) {
 	if _, err := os.Lstat(final); err == nil {
 		return rf, fmt.Errorf("archive: recover %s: %s already exists", path, final)
 	}
+	// The writer's index of the file died with it: rebuilt from the file,
+	// before the rename (a kill in between leaves the open file, repaired
+	// and indexed again by the next start).
+	if err := indexWARC(path, final); err != nil {
+		slog.Warn("archive: could not index a recovered WARC file (phasecrawl cdxj rebuilds it)", "file", final, "error", err)
+	}
 	if err := os.Rename(path, final); err != nil {
 		return rf, fmt.Errorf("archive: recover: rename %s: %w", path, err)
 	}
 	syncDir(filepath.Dir(path))
 	rf.Final = final
-	// The writer's index of the file died with it: rebuilt from the file.
-	if err := IndexWARC(final); err != nil {
-		slog.Warn("archive: could not index a recovered WARC file (phasecrawl cdxj rebuilds it)", "file", final, "error", err)
-	}
 	return rf, nil
 }
