@@ -99,3 +99,41 @@ func TestExtractCSSLinks(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// FuzzDeclared: the parsers of what a response declares besides its HTML
+// (Link headers, style sheets, sitemaps, robots.txt Sitemap lines, srcset
+// and refresh values) never panic, and give normalized absolute links.
+func FuzzDeclared(f *testing.F) {
+	for _, s := range []string{
+		`</a>; rel="next", <b>; rel=stylesheet; title="x,y", <c>; rel=canonical; anchor="#"`,
+		`@import "a.css"; body{background:url( 'b.png' )} /* url(c) */ x{y:url(d`,
+		`<urlset><url><loc>http://h.example/a</loc><lastmod>2026-01-01</lastmod></url></urlset>`,
+		`<sitemapindex><sitemap><loc>/s.xml</loc></sitemap></sitemapindex>`,
+		"Sitemap: http://h.example/s.xml\nsitemap:x",
+		"a.png 1x, b.png (2x, 3), , c",
+		"0; url='x'",
+	} {
+		f.Add(s)
+	}
+	base := mustURL(f, "http://fuzz.example/d/p")
+	check := func(t *testing.T, what string, p Page) {
+		for _, l := range append(p.Links, Link{URL: p.Canonical}) {
+			if l.URL == "" && what != "" {
+				continue
+			}
+			if n, err := Normalize(l.URL); err != nil || n != l.URL {
+				t.Fatalf("%s: link %q not normalized", what, l.URL)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		check(t, "Link header", HeaderLinks(base, http.Header{"Link": {s}}))
+		check(t, "CSS", ExtractCSSLinks(base, []byte(s)))
+		if sm, err := ParseSitemap([]byte(s)); err == nil && len(sm.Entries) > SitemapMaxURLs {
+			t.Fatalf("%d entries", len(sm.Entries))
+		}
+		_ = RobotsSitemaps([]byte(s))
+		_ = srcsetURLs(s)
+		_, _ = refreshURL(s)
+	})
+}
