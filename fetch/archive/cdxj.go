@@ -25,7 +25,7 @@ const CDXJSuffix = ".cdxj"
 // cdxEntry is one line of a CDXJ index: a response record.
 type cdxEntry struct {
 	url    string
-	ts     string // 14 digits, UTC
+	date   time.Time
 	mime   string
 	status int
 	digest string // payload digest, base32 without "sha1:"
@@ -54,14 +54,11 @@ func (e cdxEntry) line(filename string) []byte {
 	var out []byte
 	out = append(out, SURT(e.url)...)
 	out = append(out, ' ')
-	out = append(out, e.ts...)
+	out = e.date.UTC().AppendFormat(out, "20060102150405")
 	out = append(out, ' ')
 	out = append(out, b...)
 	return append(out, '\n')
 }
-
-// cdxTimestamp is a WARC date as a CDX timestamp (14 digits, UTC).
-func cdxTimestamp(t time.Time) string { return t.UTC().Format("20060102150405") }
 
 // headInfo reads the status code and media type of an HTTP response head
 // (or whole block); 0 and "unk" when it is not one.
@@ -81,12 +78,36 @@ func headInfo(block []byte) (status int, mt string) {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
 		k, v, ok := bytes.Cut(l, []byte(":"))
-		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), "Content-Type") {
-			mt = mediaTypeOf(string(v))
+		if ok && bytes.EqualFold(bytes.TrimSpace(k), []byte("Content-Type")) {
+			mt = mediaTypeBytes(v)
 			break
 		}
 	}
 	return status, mt
+}
+
+// commonTypes are media types written as they are (lower case, no
+// parameters): mediaTypeBytes returns them without allocating.
+var commonTypes = map[string]string{}
+
+func init() {
+	for _, t := range []string{"text/html", "text/css", "text/plain", "text/javascript", "application/javascript",
+		"application/json", "application/xml", "text/xml", "application/xhtml+xml", "application/pdf",
+		"image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml", "image/x-icon", "font/woff2"} {
+		commonTypes[t] = t
+	}
+}
+
+// mediaTypeBytes is mediaTypeOf of a Content-Type value.
+func mediaTypeBytes(v []byte) string {
+	mt := v
+	if i := bytes.IndexByte(mt, ';'); i >= 0 {
+		mt = mt[:i]
+	}
+	if s, ok := commonTypes[string(bytes.TrimSpace(mt))]; ok {
+		return s
+	}
+	return mediaTypeOf(string(v))
 }
 
 func mediaTypeOf(ct string) string {
@@ -404,7 +425,7 @@ func recordEntry(rec gowarc.Record) (cdxEntry, bool) {
 	e := cdxEntry{url: h.Get(gowarc.WarcTargetURI), mime: "unk", offset: rec.Offset, length: rec.Size,
 		digest: strings.TrimPrefix(h.Get(gowarc.WarcPayloadDigest), "sha1:")}
 	if d, err := wr.Date(); err == nil {
-		e.ts = cdxTimestamp(d)
+		e.date = d
 	}
 	if e.digest == "" && typ == gowarc.Response {
 		e.digest = strings.TrimPrefix(h.Get(gowarc.WarcBlockDigest), "sha1:")

@@ -196,7 +196,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		}
 	}
 	reqDigest, respDigest := Digest(x.Request), digestParts(resp)
-	entry := cdxEntry{url: target, ts: cdxTimestamp(x.Date), digest: strings.TrimPrefix(payloadDigest, "sha1:")}
+	entry := cdxEntry{url: target, date: x.Date, digest: strings.TrimPrefix(payloadDigest, "sha1:")}
 	if entry.digest == "" {
 		entry.digest = strings.TrimPrefix(respDigest, "sha1:")
 	}
