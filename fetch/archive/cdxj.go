@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -214,37 +213,6 @@ func IndexMissing(dir string) ([]string, error) {
 	return done, nil
 }
 
-// ValidateWARC reads every record of a WARC file with gowarc's strict
-// validation (header fields, Content-Length, block and payload digests,
-// WARC 1.1 syntax) and returns how many records it has.
-func ValidateWARC(path string) (int, error) {
-	r, err := gowarc.NewWarcFileReader(path, 0, gowarc.WithStrictValidation())
-	if err != nil {
-		return 0, fmt.Errorf("archive: validate %s: %w", path, err)
-	}
-	defer r.Close()
-	n := 0
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("archive: validate %s: record %d (offset %d): %w", path, n, rec.Offset, err)
-		}
-		if v := rec.Validation; len(v) > 0 {
-			rec.Close()
-			return n, fmt.Errorf("archive: validate %s: record %d: %w", path, n, errors.Join(v...))
-		}
-		if _, err := rec.WarcRecord.ValidateDigest(); err != nil {
-			rec.Close()
-			return n, fmt.Errorf("archive: validate %s: record %d (offset %d) digest: %w", path, n, rec.Offset, err)
-		}
-		rec.Close()
-		n++
-	}
-}
-
 // CheckCDXJ checks the index of a WARC file against the file: its lines
 // are sorted, and each line's offset and length frame one gzip member
 // holding a response (or revisit) record that gives exactly the line
@@ -364,53 +332,6 @@ func SURT(raw string) string {
 		b.WriteString(strings.ToLower(strings.Join(q, "&")))
 	}
 	return b.String()
-}
-
-// RecordHeader is what EachResponse tells of a response record.
-type RecordHeader struct {
-	TargetURI string
-	Date      time.Time // zero if unreadable
-	Truncated bool      // WARC-Truncated is set
-}
-
-// EachResponse reads the response records of a WARC file with gowarc and passes each one's header and block (a fresh slice
-// fn may keep) to fn, in file order. An error from fn stops the scan and is
-// returned as is.
-func EachResponse(path string, fn func(h RecordHeader, block []byte) error) error {
-	r, err := gowarc.NewWarcFileReader(path, 0)
-	if err != nil {
-		return fmt.Errorf("archive: read %s: %w", path, err)
-	}
-	defer r.Close()
-	for {
-		rec, err := r.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("archive: read %s: record at %d: %w", path, rec.Offset, err)
-		}
-		wr := rec.WarcRecord
-		if wr.Type() != gowarc.Response {
-			rec.Close()
-			continue
-		}
-		h := wr.WarcHeader()
-		rh := RecordHeader{TargetURI: h.Get(gowarc.WarcTargetURI), Truncated: h.Get(gowarc.WarcTruncated) != ""}
-		rh.Date, _ = wr.Date()
-		var block []byte
-		raw, err := wr.Block().RawBytes()
-		if err == nil {
-			block, err = io.ReadAll(raw)
-		}
-		rec.Close()
-		if err != nil {
-			return fmt.Errorf("archive: read %s: block at %d: %w", path, rec.Offset, err)
-		}
-		if err := fn(rh, block); err != nil {
-			return err
-		}
-	}
 }
 
 // recordEntry is the index entry of a response or revisit record (a

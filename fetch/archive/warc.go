@@ -1,6 +1,7 @@
 // Package archive writes what the node fetched: WARC 1.1 files (one gzip member per record,
-// rotated by size) and a JSON-lines crawl log. It also reads WARC files back (ReadWARC) and
-// repairs files left open by a crash (Recover).
+// rotated by size) with a CDXJ index beside each, and a JSON-lines crawl log. It reads WARC
+// files back with gowarc (ValidateWARC, EachResponse, IndexWARC) and repairs files left open
+// by a crash (Recover).
 package archive
 
 import (
