@@ -46,6 +46,8 @@ Usage:
   phasecrawl resume --node ADDR
   phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
                                          write the URLs of a stopped node's frontier in those states
+  phasecrawl cdxj --data DIR [--all|--check] | FILE...
+                                         write (or check) the CDXJ index of WARC files
 `
 
 func main() {
@@ -79,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdPause(args[0], args[1:], stdout, stderr)
 	case "export":
 		err = cmdExport(args[1:], stdout, stderr)
+	case "cdxj":
+		err = cmdCDXJ(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

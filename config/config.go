@@ -244,6 +244,13 @@ type Fetch struct {
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
 	// Parser picks the link extractor: "fast" (x/net/html tokenizer) or "goquery". Default fast.
 	Parser string `yaml:"parser"`
+	// Requisites fetches page requisites too: style sheets, scripts, images, fonts, media,
+	// icons (<img src>, <script src>, <link rel=stylesheet>, CSS url(), ...), as Heritrix and
+	// wget --page-requisites do for replay. They are fetched at their page's depth. Default false.
+	Requisites bool `yaml:"requisites"`
+	// Sitemaps picks the sitemaps read: "robots" (the Sitemap: lines of each host's robots.txt),
+	// "all" (those and /sitemap.xml of every host) or "off". Default robots.
+	Sitemaps string `yaml:"sitemaps"`
 	// MinRate is the slowest body transfer tolerated, in bytes per second, measured over
 	// every RateWindow after the headers (slow-drip and stalled bodies fail as "too_slow").
 	// Default 512, valid 0..1073741824 (0 = off).
@@ -422,6 +429,7 @@ func Default() Config {
 			MaxTries:       3,
 			RetryBackoff:   time.Minute,
 			Parser:         "fast",
+			Sitemaps:       "robots",
 			MinRate:        512,
 			RateWindow:     5 * time.Second,
 			MaxRedirects:   10,
@@ -501,6 +509,9 @@ func (c Config) Validate() error {
 	durRange("fetch.retry_backoff", c.Fetch.RetryBackoff, 0, 24*time.Hour)
 	if c.Fetch.Parser != "fast" && c.Fetch.Parser != "goquery" {
 		bad("fetch.parser=%q: must be fast or goquery", c.Fetch.Parser)
+	}
+	if c.Fetch.Sitemaps != "robots" && c.Fetch.Sitemaps != "all" && c.Fetch.Sitemaps != "off" {
+		bad("fetch.sitemaps=%q: must be robots, all or off", c.Fetch.Sitemaps)
 	}
 	intRange("fetch.min_rate", c.Fetch.MinRate, 0, 1<<30)
 	durRange("fetch.rate_window", c.Fetch.RateWindow, 10*time.Millisecond, 10*time.Minute)

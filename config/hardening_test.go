@@ -57,6 +57,19 @@ func TestHardeningKeys(t *testing.T) {
 			}
 			return ""
 		}, ""},
+		{"sitemaps value", nil, map[string]string{"PHASECRAWL_FETCH_SITEMAPS": "some"}, "", nil, "fetch.sitemaps=\"some\": must be robots, all or off"},
+		{"requisites and sitemaps", []string{"--requisites", "--sitemaps", "all"}, nil, "", func(c Config) string {
+			if !c.Fetch.Requisites || c.Fetch.Sitemaps != "all" {
+				return fmt.Sprintf("requisites %v sitemaps %q", c.Fetch.Requisites, c.Fetch.Sitemaps)
+			}
+			return ""
+		}, ""},
+		{"requisites by env, sitemaps default", nil, map[string]string{"PHASECRAWL_FETCH_REQUISITES": "true"}, "", func(c Config) string {
+			if !c.Fetch.Requisites || c.Fetch.Sitemaps != "robots" {
+				return fmt.Sprintf("requisites %v sitemaps %q", c.Fetch.Requisites, c.Fetch.Sitemaps)
+			}
+			return ""
+		}, ""},
 		{"public http needs a token", []string{"--http", "0.0.0.0:7070"}, nil, "", nil, "api_token_file: required when http=\"0.0.0.0:7070\""},
 		{"all interfaces needs a token", []string{"--http", ":7070"}, nil, "", nil, "api_token_file"},
 		{"a name needs a token", []string{"--http", "crawler.example:7070"}, nil, "", nil, "api_token_file"},

@@ -112,6 +112,8 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Log.Format, "log-format", cfg.Log.Format, "text or json")
 	fs.BoolVar(&cfg.WARC.Enabled, "warc", cfg.WARC.Enabled, "write WARC files")
 	fs.StringVar(&cfg.Fetch.Parser, "parser", cfg.Fetch.Parser, "link extractor: fast or goquery")
+	fs.BoolVar(&cfg.Fetch.Requisites, "requisites", cfg.Fetch.Requisites, "also fetch page requisites: style sheets, scripts, images, fonts, media")
+	fs.StringVar(&cfg.Fetch.Sitemaps, "sitemaps", cfg.Fetch.Sitemaps, "sitemaps read: robots (robots.txt Sitemap: lines), all (and /sitemap.xml of every host) or off")
 	fs.StringVar(&cfg.Cluster.Gossip, "gossip", cfg.Cluster.Gossip, "gossip address HOST:PORT: join a cluster (default: run alone)")
 	fs.Var(commaList{&cfg.Cluster.Join}, "join", "gossip HOST:PORT of existing members (comma-separated, repeatable)")
 	fs.StringVar(&cfg.Cluster.KeyFile, "cluster-key-file", cfg.Cluster.KeyFile, "file with the cluster key (16, 24 or 32 bytes, raw or base64)")

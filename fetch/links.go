@@ -21,6 +21,10 @@ type Page struct {
 	// Base: the URL links were resolved against (the first <base href> if it
 	// resolves, else the document URL), normalized; "" if there is none.
 	Base string
+	// Canonical: the first <link rel=canonical href> that resolves (or a
+	// Link header's, see HeaderLinks), normalized; "" if there is none. It
+	// is not in Links.
+	Canonical string
 	// Dropped counts the hrefs/srcs that did not make a link, by why.
 	Dropped DroppedLinks
 }
@@ -51,9 +55,15 @@ func (d *DroppedLinks) count(err error) {
 // Link is one outlink of a page.
 type Link struct {
 	URL string // absolute, normalized by Normalize
-	// NoFollow: rel contains "nofollow" on every <a>/<area> of the page that
-	// links to URL (one followed occurrence makes the link followed).
+	// NoFollow: rel contains "nofollow" on every <a>/<area>/<link> of the
+	// page that links to URL (one followed occurrence makes the link
+	// followed), and no requisite occurrence.
 	NoFollow bool
+	// Requisite: URL is only a page requisite (a style sheet, script,
+	// image, font, media, icon: <img src>, <link rel=stylesheet>, ...; see
+	// elementItems), fetched only with fetch.requisites. One followed
+	// link occurrence makes it a link.
+	Requisite bool
 }
 
 // Kinds of pageItem.
@@ -61,6 +71,8 @@ const (
 	itemLink = iota
 	itemNoFollowLink
 	itemBase
+	itemRequisite
+	itemCanonical
 )
 
 // pageItem is a link or <base> found in a page, in DOM order.
@@ -70,8 +82,9 @@ type pageItem struct {
 	val    string
 }
 
-// finishPage resolves the collected items (in DOM order) into a Page.
-func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page {
+// finishPage resolves the collected items (in DOM order) into a Page;
+// requisite items are dropped unless requisites.
+func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex, requisites bool) Page {
 	var base baseURL
 	if docURL != nil {
 		base, _ = newBase(docURL.String())
@@ -90,8 +103,18 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 	p := Page{NoFollow: noFollow, NoIndex: noIndex, Base: base.String()}
 	n := 0
 	for _, it := range items {
-		if it.kind != itemBase {
+		if it.kind != itemBase && it.kind != itemCanonical && (requisites || it.kind != itemRequisite) {
 			n++
+		}
+	}
+	// first canonical that resolves
+	for _, it := range items {
+		if it.kind != itemCanonical {
+			continue
+		}
+		if u, err := base.resolve(it.val); err == nil {
+			p.Canonical = u
+			break
 		}
 	}
 	if n == 0 {
@@ -100,8 +123,9 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 	p.Links = make([]Link, 0, n)
 	seen := make(map[string]int, n)
 	var bad map[string]bool
+	occ := make([]uint8, 0, n)
 	for _, it := range items {
-		if it.kind == itemBase {
+		if it.kind == itemBase || it.kind == itemCanonical || !requisites && it.kind == itemRequisite {
 			continue
 		}
 		u, err := base.resolve(it.val)
@@ -115,18 +139,33 @@ func finishPage(docURL *url.URL, items []pageItem, noFollow, noIndex bool) Page 
 			}
 			continue
 		}
-		nf := it.kind == itemNoFollowLink
-		if i, ok := seen[u]; ok {
-			if !nf {
-				p.Links[i].NoFollow = false
-			}
-			continue
+		i, ok := seen[u]
+		if !ok {
+			i = len(p.Links)
+			seen[u] = i
+			p.Links = append(p.Links, Link{URL: u})
+			occ = append(occ, 0)
 		}
-		seen[u] = len(p.Links)
-		p.Links = append(p.Links, Link{URL: u, NoFollow: nf})
+		switch it.kind {
+		case itemLink:
+			occ[i] |= occFollowed
+		case itemRequisite:
+			occ[i] |= occRequisite
+		}
+	}
+	for i := range p.Links {
+		followed, req := occ[i]&occFollowed != 0, occ[i]&occRequisite != 0
+		p.Links[i].NoFollow = !followed && !req
+		p.Links[i].Requisite = !followed && req
 	}
 	return p
 }
+
+// Occurrences of a link in a page (finishPage).
+const (
+	occFollowed  = 1 << iota // a followed link (<a> without nofollow, <frame>, <link rel=next>, ...)
+	occRequisite             // a page requisite
+)
 
 // relNoFollow reports whether a rel attribute has the token "nofollow".
 func relNoFollow(rel string) bool {
@@ -185,7 +224,10 @@ func isHTMLSpace(r rune) bool {
 // (nil: only absolute links and a <base href> count). It never fails. Rules,
 // shared with ExtractLinksFast:
 //
-//   - links: href of <a> and <area>, src of <frame> and <iframe>; HTML
+//   - links: what elementItems reads (href of <a>, <area> and of <link>
+//     whose rel names a document, src of <frame> and <iframe>, srcset
+//     candidates, <meta http-equiv=refresh>; requisites: <img src>,
+//     <script src>, <link rel=stylesheet>, media, ...; rel=canonical); HTML
 //     elements only (not SVG/MathML ones), and only those the tree builder
 //     keeps (a <frame> outside a <frameset> is dropped, content before an
 //     accepted <frameset> is dropped, text of <script>, <style>, <textarea>,
@@ -198,46 +240,59 @@ func isHTMLSpace(r rune) bool {
 //   - each href/src goes through Resolve (whitespace trimmed; entities were
 //     decoded by the tokenizer); non-http(s) and invalid links are dropped;
 //   - duplicates (after normalization) are merged at their first position;
-//     the merged link is NoFollow only if every occurrence is rel=nofollow
-//     (a <frame>/<iframe> occurrence counts as followed);
+//     the merged link is followed if one occurrence is (a <frame>/<iframe>
+//     occurrence counts as followed), else a requisite if one occurrence
+//     is, else NoFollow (every occurrence rel=nofollow);
+//   - the first rel=canonical that resolves is Page.Canonical;
 //   - <meta name=robots content="nofollow|noindex|none"> anywhere sets
 //     Page.NoFollow / Page.NoIndex.
 func ExtractLinks(base *url.URL, body []byte) Page {
+	return ExtractLinksRequisites(base, body, true)
+}
+
+// ExtractLinksRequisites is ExtractLinks with the page's requisites
+// (Link.Requisite) left out, unresolved, unless requisites.
+func ExtractLinksRequisites(base *url.URL, body []byte, requisites bool) Page {
 	doc, err := goquery.NewDocumentFromReader(bytes.NewReader(body))
 	if err != nil {
-		return finishPage(base, nil, false, false)
+		return finishPage(base, nil, false, false, requisites)
 	}
 	var items []pageItem
 	var noFollow, noIndex bool
-	doc.Find("a[href], area[href], frame[src], iframe[src], base[href], meta[name]").Each(func(_ int, s *goquery.Selection) {
+	doc.Find(linkSelector).Each(func(_ int, s *goquery.Selection) {
 		n := s.Get(0)
 		if n.Namespace != "" {
 			return
 		}
 		switch n.Data {
-		case "a", "area":
-			kind := uint8(itemLink)
-			if relNoFollow(domAttr(n, "rel")) {
-				kind = itemNoFollowLink
-			}
-			items = append(items, pageItem{kind: kind, val: domAttr(n, "href")})
-		case "frame", "iframe":
-			items = append(items, pageItem{kind: itemLink, val: domAttr(n, "src")})
 		case "base":
 			items = append(items, pageItem{kind: itemBase, val: domAttr(n, "href")})
 		case "meta":
-			nf, ni := metaRobots(domAttr(n, "name"), domAttr(n, "content"))
-			noFollow, noIndex = noFollow || nf, noIndex || ni
+			if _, ok := domAttrOK(n, "name"); ok {
+				nf, ni := metaRobots(domAttr(n, "name"), domAttr(n, "content"))
+				noFollow, noIndex = noFollow || nf, noIndex || ni
+			}
 		}
+		items = elementItems(items, n.Data, func(slot int) (string, bool) { return domAttrOK(n, attrKeys[slot]) })
 	})
-	return finishPage(base, items, noFollow, noIndex)
+	return finishPage(base, items, noFollow, noIndex, requisites)
 }
 
+// linkSelector selects the elements elementItems reads (and <base>).
+const linkSelector = "a[href], area[href], frame[src], iframe[src], base[href], meta, link[href], " +
+	"img, source, script[src], audio[src], video, embed[src], track[src], input[src], object[data]"
+
 func domAttr(n *html.Node, key string) string {
+	v, _ := domAttrOK(n, key)
+	return v
+}
+
+// domAttrOK returns the first attribute named key (no namespace) of n, and whether there is one.
+func domAttrOK(n *html.Node, key string) (string, bool) {
 	for _, a := range n.Attr {
 		if a.Namespace == "" && a.Key == key {
-			return a.Val
+			return a.Val, true
 		}
 	}
-	return ""
+	return "", false
 }

@@ -28,11 +28,17 @@ import (
 // pages and tree-builder corner cases, and by fuzzing (FuzzExtractLinksEqual;
 // FuzzScanTokens compares the scanner with the tokenizer token by token).
 func ExtractLinksFast(base *url.URL, body []byte) Page {
+	return ExtractLinksFastRequisites(base, body, true)
+}
+
+// ExtractLinksFastRequisites is ExtractLinksFast with the page's
+// requisites (Link.Requisite) left out, unresolved, unless requisites.
+func ExtractLinksFastRequisites(base *url.URL, body []byte, requisites bool) Page {
 	p := fastParser{framesetOK: true}
 	p.z = &p.scan
 	p.scan.init(body)
 	p.run()
-	return finishPage(base, p.root.flatten(nil), p.headNF || p.bodyNF, p.headNI || p.bodyNI)
+	return finishPage(base, p.root.flatten(nil), p.headNF || p.bodyNF, p.headNI || p.bodyNI, requisites)
 }
 
 const (
@@ -102,7 +108,7 @@ type fastParser struct {
 	headNF, headNI, bodyNF, bodyNI bool
 
 	// attributes of the current tag
-	attrs [6]string
+	attrs [nAttrs]string
 	name  string
 }
 
@@ -146,16 +152,6 @@ func isRawTag(name string) bool {
 	return false
 }
 
-// attribute slots read for every tag
-const (
-	attrHref = iota
-	attrSrc
-	attrRel
-	attrName
-	attrContent
-	attrOther // type (input), encoding (annotation-xml), or a font color/face/size marker
-)
-
 // attrSlot returns the slot of an attribute of the current tag by its name
 // (any case; -1: not read), and whether only its presence counts (a font's
 // color/face/size).
@@ -174,6 +170,14 @@ func (p *fastParser) attrSlot(name []byte) (slot int, marker bool) {
 		return attrContent, false
 	case key("type"), key("encoding"):
 		return attrOther, false
+	case key("srcset"):
+		return attrSrcset, false
+	case key("http-equiv"):
+		return attrHTTPEquiv, false
+	case key("poster"):
+		return attrPoster, false
+	case key("data"):
+		return attrData, false
 	case p.name == "font" && (key("color") || key("face") || key("size")):
 		return attrOther, true
 	}
@@ -184,10 +188,11 @@ func (p *fastParser) attrSlot(name []byte) (slot int, marker bool) {
 // p.attrs: for each slot the first attribute (in source order) that maps
 // to it, as Tokenizer.TagAttr gives it.
 func (p *fastParser) readAttrs() {
-	p.attrs = [6]string{}
-	var seen [6]bool
+	p.attrs = [nAttrs]string{}
+	var seen [nAttrs]bool
 	switch p.name {
-	case "a", "area", "frame", "iframe", "base", "meta", "input", "font", "annotation-xml":
+	case "a", "area", "frame", "iframe", "base", "meta", "input", "font", "annotation-xml",
+		"link", "img", "image", "source", "script", "audio", "video", "embed", "track", "object":
 		z := p.z
 		for _, a := range z.attrs {
 			slot, marker := p.attrSlot(z.b[a.k0:a.k1])
@@ -213,8 +218,8 @@ func (p *fastParser) readAttrs() {
 // named character reference the scanner does not decode: the tag alone,
 // given to golang.org/x/net/html's tokenizer, yields the same attributes.
 func (p *fastParser) readAttrsTokenizer(tag []byte) {
-	p.attrs = [6]string{}
-	var seen [6]bool
+	p.attrs = [nAttrs]string{}
+	var seen [nAttrs]bool
 	z := html.NewTokenizer(bytes.NewReader(tag))
 	if tt := z.Next(); tt == html.StartTagToken || tt == html.SelfClosingTagToken {
 		for more := true; more; {
@@ -237,20 +242,28 @@ func (p *fastParser) readAttrsTokenizer(tag []byte) {
 	p.markAbsent(&seen)
 }
 
-// markAbsent marks the slots whose presence matters ("a[href]") absent
-// when no attribute filled them.
-func (p *fastParser) markAbsent(seen *[6]bool) {
-	if !seen[attrHref] {
-		p.attrs[attrHref] = noAttr
+// markAbsent marks the slots no attribute filled absent.
+func (p *fastParser) markAbsent(seen *[nAttrs]bool) {
+	for i, ok := range seen {
+		if !ok {
+			p.attrs[i] = noAttr
+		}
 	}
-	if !seen[attrSrc] {
-		p.attrs[attrSrc] = noAttr
+}
+
+// attr returns an attribute of the current tag by slot, and whether it is present.
+func (p *fastParser) attr(slot int) (string, bool) {
+	if v := p.attrs[slot]; v != noAttr {
+		return v, true
 	}
-	if !seen[attrName] {
-		p.attrs[attrName] = noAttr
-	}
-	if !seen[attrOther] {
-		p.attrs[attrOther] = noAttr
+	return "", false
+}
+
+// elementItems inserts the links the current tag declares at the current insertion point.
+func (p *fastParser) elementItems(name string) {
+	var buf [4]pageItem
+	for _, it := range elementItems(buf[:0], name, p.attr) {
+		p.insert(it)
 	}
 }
 
@@ -420,7 +433,10 @@ func (p *fastParser) startTag(selfClosing bool) {
 	case modePreBody:
 		if p.templates == 0 {
 			switch name {
-			case "html", "head", "link", "basefont", "bgsound", "script", "style", "title", "noframes", "noscript":
+			case "html", "head", "basefont", "bgsound", "style", "title", "noframes", "noscript":
+				return
+			case "link", "script":
+				p.elementItems(name) // in the head
 				return
 			case "base", "meta":
 				p.headItem(name)
@@ -449,8 +465,10 @@ func (p *fastParser) headItem(name string) {
 		}
 		return
 	}
-	if p.attrs[attrName] != noAttr {
-		nf, ni := metaRobots(p.attrs[attrName], p.attrs[attrContent])
+	p.elementItems(name) // http-equiv=refresh
+	if name, ok := p.attr(attrName); ok {
+		content, _ := p.attr(attrContent)
+		nf, ni := metaRobots(name, content)
 		if p.mode == modeBody {
 			p.bodyNF, p.bodyNI = p.bodyNF || nf, p.bodyNI || ni
 		} else {
@@ -553,25 +571,28 @@ func (p *fastParser) bodyStart(name string, selfClosing bool) {
 			case "template":
 				p.openTemplate()
 				return
-			case "style", "script", "input", "form":
+			case "script":
+				// inserted in the table, not foster-parented
+				var buf [2]pageItem
+				for _, it := range elementItems(buf[:0], name, p.attr) {
+					it.inBody = p.mode == modeBody
+					t.seg.entries = append(t.seg.entries, segEntry{item: it})
+				}
+				return
+			case "input":
+				if strings.EqualFold(p.attrs[attrOther], "hidden") {
+					return // inserted in the table
+				}
+				// else foster-parented
+			case "style", "form":
 				return
 			}
 			// anything else is foster-parented (insert handles the position)
 		}
 	}
 	switch name {
-	case "a", "area":
-		if p.attrs[attrHref] != noAttr {
-			kind := uint8(itemLink)
-			if relNoFollow(p.attrs[attrRel]) {
-				kind = itemNoFollowLink
-			}
-			p.insert(pageItem{kind: kind, val: p.attrs[attrHref]})
-		}
-	case "iframe":
-		if p.attrs[attrSrc] != noAttr {
-			p.insert(pageItem{kind: itemLink, val: p.attrs[attrSrc]})
-		}
+	case "a", "area", "iframe", "link", "img", "image", "source", "script", "audio", "video", "embed", "track", "input", "object":
+		p.elementItems(name)
 	case "base", "meta":
 		p.headItem(name)
 	case "frame", "caption", "col", "colgroup", "head", "tbody", "td", "tfoot", "th", "thead", "tr":

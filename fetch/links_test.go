@@ -17,8 +17,15 @@ import (
 func pageString(p Page) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "base=%q nofollow=%v noindex=%v\n", p.Base, p.NoFollow, p.NoIndex)
+	if p.Canonical != "" {
+		fmt.Fprintf(&b, "canonical=%s\n", p.Canonical)
+	}
 	for _, l := range p.Links {
-		fmt.Fprintf(&b, "  %s nofollow=%v\n", l.URL, l.NoFollow)
+		fmt.Fprintf(&b, "  %s nofollow=%v", l.URL, l.NoFollow)
+		if l.Requisite {
+			b.WriteString(" requisite")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -30,6 +37,17 @@ func bothExtract(t testing.TB, base *url.URL, body []byte, name string) Page {
 	fast := ExtractLinksFast(base, body)
 	if !reflect.DeepEqual(slow, fast) {
 		t.Errorf("%s: ExtractLinks and ExtractLinksFast differ\ngoquery:\n%sfast:\n%s", name, pageString(slow), pageString(fast))
+	}
+	// without requisites: the same on both sides, and none left
+	slowNR := ExtractLinksRequisites(base, body, false)
+	fastNR := ExtractLinksFastRequisites(base, body, false)
+	if !reflect.DeepEqual(slowNR, fastNR) {
+		t.Errorf("%s: without requisites, ExtractLinks and ExtractLinksFast differ\ngoquery:\n%sfast:\n%s", name, pageString(slowNR), pageString(fastNR))
+	}
+	for _, l := range slowNR.Links {
+		if l.Requisite {
+			t.Errorf("%s: requisite %s extracted without requisites", name, l.URL)
+		}
 	}
 	return slow
 }
@@ -163,7 +181,7 @@ func randomPage(r *rand.Rand) []byte {
 	}
 	n := 5 + r.Intn(40)
 	for i := 0; i < n; i++ {
-		switch r.Intn(22) {
+		switch r.Intn(26) {
 		case 0, 1, 2, 3, 4:
 			fmt.Fprintf(&b, `<a href="%s"%s>link %d</a> `, href(), pick("", "", ` rel="nofollow"`, ` REL="external NoFollow"`), i)
 		case 5:
@@ -200,6 +218,14 @@ func randomPage(r *rand.Rand) []byte {
 			fmt.Fprintf(&b, `<base href="%s">`, pick("/late-base/", "http://late.example/"))
 		case 21:
 			fmt.Fprintf(&b, `<textarea><a href="/ta"></textarea>`)
+		case 22:
+			fmt.Fprintf(&b, `<link rel="%s" href="%s">`, pick("next", "index", "stylesheet", "alternate stylesheet", "canonical", "preconnect", "up nofollow", ""), href())
+		case 23:
+			fmt.Fprintf(&b, `<img src="%s" srcset="%s 1x, /s%d.png 2x">`, href(), href(), i)
+		case 24:
+			fmt.Fprintf(&b, `<script src="%s"></script>`, href())
+		case 25:
+			fmt.Fprintf(&b, `<meta http-equiv="refresh" content="%s">`, pick("0; url=/r", "5", "1,x", "x"))
 		}
 		if r.Intn(5) == 0 {
 			b.WriteString("\n")
@@ -405,7 +431,13 @@ func TestBenchPageShape(t *testing.T) {
 	page := benchPage()
 	base, _ := url.Parse("http://bench.example/news/index.html")
 	p := bothExtract(t, base, page, "bench page")
-	if len(page) < 15000 || len(page) > 30000 || len(p.Links) < 90 || len(p.Links) > 130 {
-		t.Errorf("bench page: %d bytes, %d links; want ~20 KB, ~100 links", len(page), len(p.Links))
+	links := 0
+	for _, l := range p.Links {
+		if !l.Requisite {
+			links++
+		}
+	}
+	if len(page) < 15000 || len(page) > 30000 || links < 90 || links > 130 {
+		t.Errorf("bench page: %d bytes, %d links (requisites aside); want ~20 KB, ~100 links", len(page), links)
 	}
 }

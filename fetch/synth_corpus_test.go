@@ -53,7 +53,9 @@ func BenchmarkExtractLinksSynth(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		fn   func(*url.URL, []byte) Page
-	}{{"goquery", ExtractLinks}, {"fast", ExtractLinksFast}} {
+	}{{"goquery", ExtractLinks}, {"fast", ExtractLinksFast}, {"fast-no-requisites", func(u *url.URL, b []byte) Page {
+		return ExtractLinksFastRequisites(u, b, false) // what a crawl without fetch.requisites runs
+	}}} {
 		b.Run(bc.name, func(b *testing.B) {
 			size := 0
 			for _, p := range pages {

@@ -17,6 +17,8 @@ type Metrics struct {
 	BytesFetched   prometheus.Counter
 	FetchDuration  prometheus.Histogram
 	RobotsDenied   prometheus.Counter
+	Sitemaps       prometheus.Counter
+	CanonicalPages prometheus.Counter
 	URLsDiscovered prometheus.Counter
 	URLsNew        prometheus.Counter
 	URLsTaken      prometheus.Counter
@@ -54,6 +56,12 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		}),
 		RobotsDenied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_robots_denied_total", Help: "URLs not fetched because robots.txt disallows them.",
+		}),
+		Sitemaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_sitemaps_total", Help: "Sitemaps and sitemap indexes read.",
+		}),
+		CanonicalPages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_canonical_pages_total", Help: "Pages whose rel=canonical named another in-scope URL: that URL was followed instead of their links.",
 		}),
 		URLsDiscovered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_urls_discovered_total", Help: "In-scope links and redirect targets found.",
@@ -95,7 +103,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a host's adaptive timeout (fetch.adaptive_timeouts); each URL goes back to the queue for the dead-link lane.",
 	})
 	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
-	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied,
+	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied, m.Sitemaps, m.CanonicalPages,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),
 		newStateCollector("phasecrawl_bucket_elements", "Bucket elements, by state.", bucketStates),

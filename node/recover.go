@@ -37,11 +37,8 @@ type archivedPage struct {
 func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 	found := map[uint64]*archivedPage{}
 	for _, path := range n.crashWARC {
-		err := archive.ReadWARC(path, func(h map[string]string, block []byte) error {
-			if h["WARC-Type"] != "response" {
-				return nil
-			}
-			target := h["WARC-Target-URI"]
+		err := archive.EachResponse(path, func(h archive.RecordHeader, block []byte) error {
+			target := h.TargetURI
 			ref := frontier.RefOf(target)
 			rec, ok, err := n.front.Get(ref)
 			if err != nil {
@@ -52,16 +49,16 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 			}
 			// A URL waiting again (a STALLED retry, later a revisit) was
 			// recorded after this response: not the one lost.
-			at, err := time.Parse(time.RFC3339Nano, h["WARC-Date"])
-			if err != nil || !rec.Fetched.IsZero() && !rec.Fetched.Before(at) {
+			at := h.Date
+			if at.IsZero() || !rec.Fetched.IsZero() && !rec.Fetched.Before(at) {
 				return nil
 			}
 			// The latest response of a URL is the one not recorded.
-			found[ref.FP] = &archivedPage{rec: rec, block: append([]byte(nil), block...), truncated: h["WARC-Truncated"] != "", at: at}
+			found[ref.FP] = &archivedPage{rec: rec, block: block, truncated: h.Truncated, at: at}
 			return nil
 		})
 		if err != nil {
-			// A torn or bad record ends the file's scan; what was found before stays.
+			// A bad record ends the file's scan; what was found before stays.
 			n.log.Warn("read a WARC file left by the crash", "file", path, "error", err)
 		}
 	}

@@ -272,6 +272,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 		// again once the pause is over.
 		return 0, nil, nil, fmt.Errorf("%w: robots.txt answered HTTP %d", errBackedOff, resp.Status)
 	}
+	t.robotsSitemaps(u, resp.Status, resp.Body)
 	return resp.Status, resp.Header, resp.Body, nil
 }
 
@@ -431,9 +432,7 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 		res.Reason, entry.Reason = "http_4xx", "http_4xx"
 	default:
 		res.Reason, entry.Reason = "ok", "ok"
-		if isHTML(resp.ContentType, resp.Body) {
-			entry.Outlinks = t.links(resp, it.Depth)
-		}
+		entry.Outlinks = t.links(resp, it, entry)
 	}
 }
 
@@ -469,32 +468,104 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 	t.settlePage()
 }
 
-// links extracts, scopes and collects a page's outlinks; it returns how many were kept.
-func (t *hostTrip) links(resp *fetch.Response, depth int) int {
+// links extracts, scopes and collects the outlinks of a 2xx response: an
+// HTML page's links (and its requisites with fetch.requisites), a style
+// sheet's requisites (fetch.requisites), a sitemap's URLs, and the Link
+// headers of any response. It returns how many were kept, and records the
+// page's canonical URL in its log entry. A page whose canonical is another
+// URL in scope gives that URL and nothing else (docs/design/links.md).
+func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.LogEntry) int {
 	base, err := url.Parse(resp.URL)
 	if err != nil {
 		return 0
 	}
+	cfg := &t.n.cfg.Fetch
 	var page fetch.Page
-	if t.n.cfg.Fetch.Parser == "goquery" {
-		page = fetch.ExtractLinks(base, resp.Body)
-	} else {
-		page = fetch.ExtractLinksFast(base, resp.Body)
+	switch {
+	case isHTML(resp.ContentType, resp.Body):
+		if cfg.Parser == "goquery" {
+			page = fetch.ExtractLinksRequisites(base, resp.Body, cfg.Requisites)
+		} else {
+			page = fetch.ExtractLinksFastRequisites(base, resp.Body, cfg.Requisites)
+		}
+	case cfg.Requisites && mediaType(resp.ContentType) == "text/css":
+		page = fetch.ExtractCSSLinks(base, resp.Body)
+	case cfg.Sitemaps != "off" && fetch.MayBeSitemap(resp.ContentType, resp.Body):
+		if kept, ok := t.sitemap(resp.Body, it.Depth); ok {
+			return kept
+		}
+	}
+	if len(resp.Header.Values("Link")) > 0 {
+		page.Merge(fetch.HeaderLinks(base, resp.Header))
+	}
+	if page.Canonical != "" && page.Canonical != it.URL {
+		entry.Canonical = page.Canonical
 	}
 	if page.NoFollow {
 		return 0
 	}
+	if entry.Canonical != "" && t.discoverNormalized(entry.Canonical, it.Depth) {
+		t.n.m.CanonicalPages.Inc()
+		return 1
+	}
 	kept := 0
 	for _, l := range t.pageLinks(&page) {
-		if l.NoFollow {
+		depth := it.Depth + 1
+		switch {
+		case l.NoFollow:
 			continue
+		case l.Requisite:
+			if !cfg.Requisites {
+				continue
+			}
+			depth = it.Depth // a requisite is part of its page
 		}
 		// Page links are normalized already (fetch.Page.Links).
-		if t.discoverNormalized(l.URL, depth+1) {
+		if t.discoverNormalized(l.URL, depth) {
 			kept++
 		}
 	}
 	return kept
+}
+
+// sitemap collects the URLs of a sitemap (or the sitemaps of a sitemap
+// index) at depth+1 (depth); ok is false when body is not a sitemap. The
+// entries' <lastmod> is read (fetch.SitemapEntry) but not kept.
+func (t *hostTrip) sitemap(body []byte, depth int) (kept int, ok bool) {
+	sm, err := fetch.ParseSitemap(body)
+	if err != nil {
+		return 0, false
+	}
+	t.n.m.Sitemaps.Inc()
+	if !sm.Index {
+		depth++
+	}
+	for _, e := range sm.Entries {
+		if t.discover(e.Loc, depth) {
+			kept++
+		}
+	}
+	return kept, true
+}
+
+// robotsSitemaps collects the sitemaps a host's robots.txt names (and its
+// /sitemap.xml with fetch.sitemaps=all) at depth 0: they stand for the
+// site's own list of its pages.
+func (t *hostTrip) robotsSitemaps(robotsURL string, status int, body []byte) {
+	mode := t.n.cfg.Fetch.Sitemaps
+	if mode == "off" {
+		return
+	}
+	if status >= 200 && status < 300 {
+		for _, s := range fetch.RobotsSitemaps(body) {
+			t.discover(s, 0)
+		}
+	}
+	if mode == "all" {
+		if u, err := url.Parse(robotsURL); err == nil {
+			t.discover(u.Scheme+"://"+u.Host+"/sitemap.xml", 0)
+		}
+	}
 }
 
 // discover normalizes and scopes one discovered URL and keeps it for routing.

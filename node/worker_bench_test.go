@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -57,7 +59,7 @@ func BenchmarkPageLinks(b *testing.B) {
 		_ = mediaType(resp.ContentType)
 		_ = precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)
 		if isHTML(resp.ContentType, resp.Body) {
-			links += t.links(resp, 1)
+			links += t.links(resp, bucket.Item{URL: resp.URL, Depth: 1}, &archive.LogEntry{})
 		}
 	}
 	if links == 0 {

@@ -26,6 +26,9 @@ type LogEntry struct {
 	Reason     string    `json:"reason,omitempty"`
 	Redirect   string    `json:"redirect,omitempty"`
 	Truncated  bool      `json:"truncated,omitempty"`
+	// Canonical is the page's rel=canonical URL (<link> or Link header),
+	// normalized, when it names another URL than the page's.
+	Canonical string `json:"canonical,omitempty"`
 }
 
 // CrawlLog appends JSON lines to a file (O_APPEND). Lines are buffered and go to the file with

@@ -27,9 +27,15 @@ type RecoverReport struct {
 
 // Recover repairs WARC files a crash left open in dir (*.warc.gz.open): each is cut after its last
 // complete gzip member (also dropping a final request record whose response was lost) and renamed
-// to .warc.gz; a file with no complete record is removed. Call it before NewWARCWriter on start.
+// to .warc.gz, and its CDXJ index is written (IndexWARC); a file with no complete record is
+// removed. Call it before NewWARCWriter on start.
 func Recover(dir string) (RecoverReport, error) {
 	var rep RecoverReport
+	if tmps, err := filepath.Glob(filepath.Join(dir, "*"+CDXJSuffix+".tmp")); err == nil {
+		for _, t := range tmps { // an index write cut by the crash
+			os.Remove(t)
+		}
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"+OpenSuffix))
 	if err != nil {
 		return rep, fmt.Errorf("archive: recover %s: %w", dir, err)
@@ -93,6 +99,12 @@ func recoverFile(path string) (RecoveredFile, error) {
 	final := strings.TrimSuffix(path, OpenSuffix)
 	if _, err := os.Lstat(final); err == nil {
 		return rf, fmt.Errorf("archive: recover %s: %s already exists", path, final)
+	}
+	// The writer's index of the file died with it: rebuilt from the file,
+	// before the rename (a kill in between leaves the open file, repaired
+	// and indexed again by the next start).
+	if err := indexWARC(path, final); err != nil {
+		slog.Warn("archive: could not index a recovered WARC file (phasecrawl cdxj rebuilds it)", "file", final, "error", err)
 	}
 	if err := os.Rename(path, final); err != nil {
 		return rf, fmt.Errorf("archive: recover: rename %s: %w", path, err)

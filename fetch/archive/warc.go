@@ -1,6 +1,7 @@
 // Package archive writes what the node fetched: WARC 1.1 files (one gzip member per record,
-// rotated by size) and a JSON-lines crawl log. It also reads WARC files back (ReadWARC) and
-// repairs files left open by a crash (Recover).
+// rotated by size) with a CDXJ index beside each, and a JSON-lines crawl log. It reads WARC
+// files back with gowarc (ValidateWARC, EachResponse, IndexWARC) and repairs files left open
+// by a crash (Recover).
 package archive
 
 import (
@@ -117,6 +118,7 @@ type WARCWriter struct {
 	started  int64      // f's write-out was started up to here (writeBehind)
 	dropped  int64      // f's cached pages were dropped up to here (writeBehind)
 	pending  []byte     // records not written to f yet
+	index    []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
 	timer    flushTimer // flushes FlushDelay after pending became non-empty
 	flushErr error      // error of a flush by the timer, returned by the next Flush
 	serial   int        // serial of the next/current file
@@ -224,6 +226,11 @@ func (w *WARCWriter) Write(x Exchange) error {
 		}
 	}
 	reqDigest, respDigest := Digest(x.Request), digestParts(resp)
+	entry := cdxEntry{url: target, date: x.Date, digest: strings.TrimPrefix(payloadDigest, "sha1:")}
+	if entry.digest == "" {
+		entry.digest = strings.TrimPrefix(respDigest, "sha1:")
+	}
+	entry.status, entry.mime = headInfo(x.Response)
 	for {
 		w.mu.Lock()
 		closed, infoID := w.closed, w.infoID
@@ -256,7 +263,9 @@ func (w *WARCWriter) Write(x Exchange) error {
 		respType := "response"
 		if x.Revisit != nil {
 			respType = "revisit"
+			entry.mime = "warc/revisit"
 		}
+		reqLen := buf.Len()
 		fields = append(fields[:0],
 			field{"WARC-Type", respType},
 			field{"WARC-Record-ID", respID},
@@ -300,6 +309,15 @@ func (w *WARCWriter) Write(x Exchange) error {
 			putRecordBuf(buf)
 			continue
 		}
+		if w.f == nil {
+			if err := w.openLocked(); err != nil {
+				w.mu.Unlock()
+				putRecordBuf(buf)
+				return err
+			}
+		}
+		entry.offset, entry.length = w.size+int64(reqLen), int64(buf.Len()-reqLen)
+		w.index = append(w.index, entry)
 		err := w.writeLocked(buf.Bytes())
 		w.mu.Unlock()
 		putRecordBuf(buf)
@@ -370,6 +388,9 @@ func (w *WARCWriter) flushLocked() error {
 	if err != nil {
 		werr := fmt.Errorf("archive: write %s: %w (%d buffered bytes lost)", w.openPath, err, len(w.pending))
 		w.pending, w.size = w.pending[:0], w.written
+		for len(w.index) > 0 && w.index[len(w.index)-1].offset >= w.written {
+			w.index = w.index[:len(w.index)-1] // lost with the buffer
+		}
 		// Cut the partial member so the file stays readable; give up on the file otherwise.
 		if n > 0 {
 			if terr := w.f.Truncate(w.written); terr != nil {
@@ -479,10 +500,17 @@ func (w *WARCWriter) finishLocked() error {
 		return fmt.Errorf("archive: close %s: %w", path, err)
 	}
 	final := strings.TrimSuffix(path, OpenSuffix)
+	// The index first: a finished file always has one (a kill before the
+	// rename leaves an open file, which Recover repairs and indexes again).
+	ierr := writeCDXJ(final, w.index)
+	w.index = w.index[:0]
 	if err := os.Rename(path, final); err != nil {
 		return fmt.Errorf("archive: rename %s: %w", path, err)
 	}
 	syncDir(w.cfg.Dir)
+	if ierr != nil {
+		ferr = errors.Join(ferr, ierr)
+	}
 	w.files = append(w.files, final)
 	return ferr // the file was cut back to its last whole record: it is finished all the same
 }
@@ -490,7 +518,7 @@ func (w *WARCWriter) finishLocked() error {
 // abandonLocked closes the current file without renaming it (Recover repairs it later).
 func (w *WARCWriter) abandonLocked() {
 	w.f.Close()
-	w.f, w.openPath, w.size, w.written, w.pending = nil, "", 0, 0, w.pending[:0]
+	w.f, w.openPath, w.size, w.written, w.pending, w.index = nil, "", 0, 0, w.pending[:0], nil
 	if id, err := newRecordID(); err == nil {
 		w.infoID = id
 	}

@@ -130,8 +130,14 @@ func checkWARCs(t *testing.T, dir string) (open []string) {
 			open = append(open, f)
 			continue
 		}
-		if err := archive.ReadWARC(f, func(map[string]string, []byte) error { return nil }); err != nil {
-			t.Fatalf("closed WARC file does not read back: %v", err)
+		if !strings.HasSuffix(f, ".warc.gz") {
+			continue // an index: checked with its WARC file (a kill may leave one half-written as .tmp)
+		}
+		if _, err := archive.ValidateWARC(f); err != nil {
+			t.Fatalf("closed WARC file does not pass validation: %v", err)
+		}
+		if _, err := archive.CheckCDXJ(f); err != nil {
+			t.Fatalf("closed WARC file's index: %v", err)
 		}
 	}
 	return open
@@ -401,10 +407,8 @@ func checkWARCCoverage(t *testing.T, dir string, exp synthweb.Expectation) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	got := map[string]bool{}
 	for _, f := range files {
-		if err := archive.ReadWARC(f, func(h map[string]string, _ []byte) error {
-			if h["WARC-Type"] == "response" {
-				got[h["WARC-Target-URI"]] = true
-			}
+		if err := archive.EachResponse(f, func(h archive.RecordHeader, _ []byte) error {
+			got[h.TargetURI] = true
 			return nil
 		}); err != nil {
 			t.Fatalf("read %s: %v", f, err)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	gowarc "github.com/nlnwa/gowarc/v3"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/node"
@@ -134,27 +135,44 @@ func TestSingleNodeCrawl(t *testing.T) {
 		}
 	}
 
-	// The WARC holds one response per page fetch (robots.txt responses aside).
+	// The WARC holds one response per page fetch (robots.txt responses
+	// aside), every record passes gowarc's strict validation (syntax,
+	// lengths, digests), and each file's CDXJ index points at its responses.
 	files, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
 	if len(files) == 0 {
 		t.Fatal("no WARC file written")
 	}
 	responses, requests := 0, 0
 	for _, f := range files {
-		err := archive.ReadWARC(f, func(h map[string]string, block []byte) error {
-			if strings.HasSuffix(h["WARC-Target-URI"], "/robots.txt") {
-				return nil
-			}
-			switch h["WARC-Type"] {
-			case "response":
-				responses++
-			case "request":
-				requests++
-			}
-			return nil
-		})
+		r, err := gowarc.NewWarcFileReader(f, 0, gowarc.WithStrictValidation())
 		if err != nil {
-			t.Fatalf("read back %s: %v", f, err)
+			t.Fatal(err)
+		}
+		fileResponses := 0
+		for rec, err := range r.Records() {
+			if err != nil {
+				t.Fatalf("%s: record at %d: %v", f, rec.Offset, err)
+			}
+			if _, err := rec.WarcRecord.ValidateDigest(); err != nil || len(rec.Validation) > 0 {
+				t.Fatalf("%s: record at %d: %v %v", f, rec.Offset, err, rec.Validation)
+			}
+			typ := rec.WarcRecord.Type()
+			if typ == gowarc.Response {
+				fileResponses++
+			}
+			if !strings.HasSuffix(rec.WarcRecord.WarcHeader().Get(gowarc.WarcTargetURI), "/robots.txt") {
+				switch typ {
+				case gowarc.Response:
+					responses++
+				case gowarc.Request:
+					requests++
+				}
+			}
+			rec.Close()
+		}
+		r.Close()
+		if lines, err := archive.CheckCDXJ(f); err != nil || lines != fileResponses {
+			t.Errorf("%s: CDXJ index of %d lines for %d responses: %v", f, lines, fileResponses, err)
 		}
 	}
 	if responses != exp.Fetches || requests != exp.Fetches {
