@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"path"
 	"strconv"
 	"strings"
@@ -40,8 +41,12 @@ type Site struct {
 }
 
 // SiteFor returns the first entry of c.Sites whose Match matches host (a
-// host name without port, any case), and whether there was one.
+// host name, any case; a port, as in a URL's host, is ignored), and whether
+// there was one.
 func (c Config) SiteFor(host string) (Site, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
 	host = strings.ToLower(host)
 	for _, s := range c.Sites {
 		if ok, _ := path.Match(s.Match, host); ok {

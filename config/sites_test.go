@@ -53,6 +53,9 @@ sites:
 	if !ok || s.Priority != 0 || s.Revisit.Hours() != 24 {
 		t.Fatalf("www.example.org: got %+v, %v", s, ok)
 	}
+	if s, ok := cfg.SiteFor("docs.example.org:8443"); !ok || s.Priority != 10 {
+		t.Fatalf("docs.example.org:8443 (a URL's host with its port): got %+v, %v", s, ok)
+	}
 	if _, ok := cfg.SiteFor("example.com"); ok {
 		t.Fatal("example.com matched a site")
 	}
