@@ -91,6 +91,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	// host: 40 s at least) so that it is still running for both loads.
 	cfg := srv.NodeConfig("status-page", t.TempDir(), 200*time.Millisecond)
 	cfg.Workers = 16
+	cfg.Recrawl.Interval = time.Hour // a recurring crawl: the page shows its plan
 	n, _ := runNode(t, cfg, nil)
 	url := "http://" + n.Addr().String() + "/"
 	waitFor(t, time.Minute, "first pages", func() bool { return status(t, n).PagesFetched >= 20 })
@@ -117,6 +118,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	if !bytes.Contains(dom1, []byte(".synth.test/")) {
 		t.Fatalf("no crawl log line rendered:\n%s", dom1)
+	}
+	if plan := regexp.MustCompile(`(?s)<table id="plan">(.*?)</table>`).FindSubmatch(dom1); plan == nil ||
+		!bytes.Contains(plan[1], []byte(".synth.test")) || !bytes.Contains(plan[1], []byte("1h0m0s")) {
+		t.Fatalf("the revisit plan (hosts revisited every 1h) is not rendered:\n%s", dom1)
 	}
 
 	waitFor(t, time.Minute, "more pages", func() bool { return status(t, n).PagesFetched >= pages1+50 })
