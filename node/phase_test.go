@@ -63,13 +63,14 @@ func (deadlineClock) Handover(time.Time) time.Time            { return time.Time
 // deadline; otherwise its URLs go back to IN_LIST untried, instead of being
 // sent and cut at the swap.
 func TestSlowHostStopsBeforeDeadline(t *testing.T) {
+	const slow = time.Second
 	var mu sync.Mutex
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		paths = append(paths, r.URL.Path)
 		mu.Unlock()
-		time.Sleep(150 * time.Millisecond) // every answer is slow
+		time.Sleep(slow) // every answer is slow
 		if r.URL.Path == "/robots.txt" {
 			http.NotFound(w, r)
 			return
@@ -79,9 +80,12 @@ func TestSlowHostStopsBeforeDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := testConfig(t, srv)
-	// robots.txt (150ms) and / (150ms) fit; then 2 × 150ms no longer fits
-	// before the deadline, so /a and /b are never sent.
-	dl := time.Now().Add(600 * time.Millisecond)
+	c.Fetch.HeaderTimeout = 5 * slow
+	// robots.txt (slow) and / (slow) fit; then 2 × slow no longer fits
+	// before the deadline, so /a and /b are never sent. The node's start
+	// and the requests' overhead may take up to 1 × slow (a loaded
+	// machine): / still starts early enough.
+	dl := time.Now().Add(4 * slow)
 	n, stop := startWith(t, c, Options{Phases: deadlineClock{deadline: dl}})
 	defer stop()
 	waitFor(t, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
