@@ -53,6 +53,9 @@ type Item struct {
 	URL   string // normalized URL
 	Depth int
 	Tries int
+	// Guest: the URL is another member's, lent to this node for the
+	// host's phase (node.Guest); its outcome goes back to the owner.
+	Guest bool
 }
 
 // Outcome is the result of Add.

@@ -249,7 +249,7 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 // ("" = where it is, dropEntry = nowhere).
 func (x *Exchange) routeOf(peer string, e Entry) string {
 	switch e.Kind {
-	case KindScope, KindRobots:
+	case KindScope, KindRobots, KindLend:
 		// For that member alone: kept while it is a member, dropped once
 		// it is gone (it gets the whole set again when it comes back).
 		if _, ok := x.cfg.AddrOf(peer); ok {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // NodeConfig configures Start: the cluster layer of one node.
@@ -94,6 +95,13 @@ type NodeConfig struct {
 	// ReconnectInterval is how often the node tries to join the members
 	// declared dead and the Join addresses again (reconnect.go). Default 10s.
 	ReconnectInterval time.Duration
+	// Lend lends the URLs waiting for this node's turn on their host's
+	// phase to the member that works on that phase now (cluster.lend,
+	// lend.go).
+	Lend bool
+	// Guests takes the URLs other members lend this node (the node's
+	// guest pool). nil: lends are dropped.
+	Guests interface{ AddGuests([]node.Guest) }
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
@@ -115,6 +123,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 		FenceAfter: k.FenceAfter, ReconnectInterval: k.ReconnectInterval, ReconnectTimeout: k.ReconnectTimeout,
+		Lend: k.Lend,
 	}
 }
 
@@ -204,6 +213,9 @@ type Cluster struct {
 	view        atomic.Pointer[NodeMeta] // View and ViewFrom to gossip
 	swaps       atomic.Uint64
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
+	lends       lending       // URLs lent to other members (lend.go)
+	lent        atomic.Uint64 // URLs lent
+	lentSettled atomic.Uint64 // outcomes of lent URLs settled here
 	movedURLs   atomic.Uint64
 	movedFPs    atomic.Uint64
 
@@ -247,6 +259,8 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		return c.addSeedHosts(urls)
 	case KindRobots:
 		return c.importRobots(urls), nil
+	case KindLend:
+		return c.takeLends(urls), nil
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
@@ -260,7 +274,7 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	foreign := false
 	for _, u := range urls {
 		o := ring.Owner(frontier.Fingerprint(u.URL))
-		if o == "" || o == c.cfg.Name || kind != KindNew {
+		if o == "" || o == c.cfg.Name || kind != KindNew && kind != KindOutcome {
 			local = append(local, u)
 			foreign = foreign || c.movable(o)
 			continue
@@ -283,6 +297,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	switch kind {
 	case KindDone:
 		n, err = c.front.AddDone(ctx, local)
+	case KindOutcome:
+		n, err = c.settleLent(ctx, local)
+		foreign = false
 	case KindReplica:
 		// Kept here whoever owns them: a rebalance leaves a replica where
 		// this node ranks second for its URL, and moves it otherwise.
@@ -481,6 +498,10 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.rebCancel = rcancel
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
 	c.rebWG.Go(func() { c.gate(rctx) })
+	if cfg.Lend {
+		c.lends.marks, c.lends.out = map[uint64]lendMark{}, map[string]int{}
+		c.rebWG.Go(func() { c.lendLoop(rctx) })
+	}
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())
 	ok = true
 	return c, nil

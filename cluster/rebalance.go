@@ -270,6 +270,20 @@ func (c *Cluster) rebalance(ctx context.Context) {
 			return
 		}
 	}
+	if c.cfg.Lend {
+		// The outcomes of URLs lent by a member that restarted wait in
+		// this node's outbox: it is settled for the new member set only
+		// once they are delivered, so that member, which lends and fetches
+		// only once every member is settled (gate), settles them first.
+		for _, peer := range ring.Members() {
+			if _, ok := marks[peer]; ok || peer == c.cfg.Name {
+				continue
+			}
+			if mark, err := c.outbox.Mark(peer); err == nil && mark > 0 {
+				marks[peer] = mark
+			}
+		}
+	}
 	for peer, mark := range marks {
 		for {
 			ok, err := c.outbox.Passed(peer, mark)

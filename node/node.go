@@ -91,6 +91,8 @@ type ClusterEnv struct {
 	// Robots is the node's robots.txt cache: the cluster imports into it
 	// the robots.txt the other nodes fetched.
 	Robots *fetch.Robots
+	// Guests takes the URLs other members lend this node (guest.go).
+	Guests interface{ AddGuests([]Guest) }
 	// SeedHosts is the node's durable set of seed hosts, its scope when no
 	// allow_hosts or allow_domains is configured; nil otherwise. The
 	// cluster adds the seed hosts of the other members to it.
@@ -209,6 +211,8 @@ type Node struct {
 	split     LocalSplitter // router's view for workers (splitterOf)
 	repl      Replicator    // nil: the router keeps no second copies
 	holder    Holder        // nil: no URL waits for an absent owner
+	lender    Lender        // nil: no URL is lent to this node
+	guests    *guestPool    // URLs other members lent this node (guest.go)
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
 	cluster   io.Closer  // the cluster layer, closed before the frontier
@@ -267,6 +271,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		log:     log.With("node", cfg.Name),
 		phases:  opts.Phases,
 		lat:     newLatencies(),
+		guests:  newGuestPool(),
 		started: time.Now(),
 		wake:    make(chan struct{}, 1),
 		done:    make(chan finished, cfg.Workers*2),
@@ -313,7 +318,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}
 	if opts.Cluster != nil {
-		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n}
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n, Guests: n}
 		if n.seedHosts != nil {
 			env.SeedHosts = n.seedHosts
 		}
@@ -405,6 +410,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.split = splitterOf(n.router)
 	n.repl, _ = n.router.(Replicator)
 	n.holder, _ = n.router.(Holder)
+	n.lender, _ = n.router.(Lender)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -343,6 +344,10 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 // result joins the trip's, its crawl log line is written (when log) and its
 // frontier write is submitted.
 func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
+	if it.Guest {
+		t.keepGuest(it, res, entry)
+		return
+	}
 	if res.FP == 0 {
 		return
 	}
@@ -465,6 +470,34 @@ func (t *hostTrip) settlePage() {
 	t.poll()
 }
 
+// dropGuests returns fps without the trip's guests (another member owns
+// their records), which the guest pool forgets: their owners lend them
+// again or fetch them.
+func (t *hostTrip) dropGuests(fps []uint64) []uint64 {
+	var guests map[uint64]bool
+	for _, it := range t.items {
+		if it.Guest {
+			if guests == nil {
+				guests = map[uint64]bool{}
+			}
+			guests[it.FP] = true
+		}
+	}
+	if guests == nil {
+		return fps
+	}
+	var dropped []uint64
+	fps = slices.DeleteFunc(fps, func(fp uint64) bool {
+		if guests[fp] {
+			dropped = append(dropped, fp)
+			return true
+		}
+		return false
+	})
+	t.n.guests.release(dropped)
+	return fps
+}
+
 // refs is the frontier.Refs of fingerprints of the trip's host.
 func (t *hostTrip) refs(fps []uint64) []frontier.Ref {
 	refs := make([]frontier.Ref, len(fps))
@@ -550,6 +583,7 @@ func (t *hostTrip) commit() {
 		t.requeue = append(t.requeue, it.FP)
 	}
 	t.next = len(t.items)
+	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
 	local, err := n.split.RouteForeign(ctx, t.found)
 	if err != nil {

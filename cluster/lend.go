@@ -1,0 +1,387 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// Lending (cluster.lend, docs/design/lending.md): a URL waits in its
+// owner's frontier for the owner's turn on its host's phase, up to Nphase
+// epochs. Every lendInterval the owner lends the IN_LIST URLs of the hosts
+// whose phase another member works on now to that member (KindLend,
+// through the ordered, durable outbox), which fetches them with its own
+// URLs of those hosts (one connection per host, as ever) and reports each
+// outcome back (KindOutcome, through its own outbox); the owner settles
+// the record as if it had fetched the page. The record never leaves the
+// owner's frontier: the owner only remembers, in memory, "lent to P until
+// T" and skips the URL (Held) meanwhile. A mark that expires, or is lost in
+// a restart, makes the URL lendable and fetchable again: nothing is lost,
+// and a page is fetched twice only when its outcome was lost with a crash.
+const (
+	// lendInterval is how often the owner lends.
+	lendInterval = 100 * time.Millisecond
+	// lendScan bounds the records read per member and round.
+	lendScan = 4096
+	// maxLentPerMember bounds the URLs lent to one member and not settled.
+	maxLentPerMember = 8192
+	// lendMinLeft: a member whose phase's guard starts sooner than this is
+	// not lent anything more in that phase.
+	lendMinLeft = 150 * time.Millisecond
+)
+
+// lendMark is one URL lent: to whom, until when (local time).
+type lendMark struct {
+	holder string
+	until  time.Time
+}
+
+// lending is the owner's in-memory state of the URLs it lent.
+type lending struct {
+	mu      sync.Mutex
+	marks   map[uint64]lendMark
+	out     map[string]int  // marks per holder
+	pending map[string]bool // holders whose expired marks still hold (lendHolds)
+}
+
+// lent reports whether fp is lent now (Held).
+func (l *lending) lent(fp uint64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	if !ok {
+		return false
+	}
+	if now.Before(m.until) || l.pending[m.holder] {
+		return true
+	}
+	l.drop(fp, m)
+	return false
+}
+
+// drop forgets the mark m of fp; l.mu held.
+func (l *lending) drop(fp uint64, m lendMark) {
+	delete(l.marks, fp)
+	if l.out[m.holder]--; l.out[m.holder] <= 0 {
+		delete(l.out, m.holder)
+	}
+}
+
+// settle forgets the marks of fps (their outcomes arrived).
+func (l *lending) settle(fps []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fp := range fps {
+		if m, ok := l.marks[fp]; ok {
+			l.drop(fp, m)
+		}
+	}
+}
+
+// expire forgets the expired marks of holders not pending.
+func (l *lending) expire(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for fp, m := range l.marks {
+		if !now.Before(m.until) && !l.pending[m.holder] {
+			l.drop(fp, m)
+		}
+	}
+}
+
+// lendGrace is how long after the end of the holder's phase a mark holds:
+// the holder's outcome report may still be on its way (batch delay, the
+// clocks' uncertainty).
+func (c *Cluster) lendGrace(u time.Duration) time.Duration {
+	bd := c.cfg.BatchDelay
+	if bd <= 0 {
+		bd = DefaultExchangeConfig().MaxDelay
+	}
+	return time.Second + 2*bd + 4*max(u, 0)
+}
+
+// lendHolds is the set of holders whose expired marks still hold: members
+// away (declared dead less than takeover_after ago; their reports wait in
+// their outbox) and members not settled for the current member set (a
+// member back from a restart has not delivered what its previous process
+// left in its outbox yet).
+func (c *Cluster) lendHolds() map[string]bool {
+	hold := map[string]bool{}
+	if a := c.away.Load(); a != nil {
+		now := time.Now()
+		for name, until := range a.until {
+			if now.Before(until) {
+				hold[name] = true
+			}
+		}
+	}
+	ring := c.ring.Load()
+	h := ring.ID()
+	for _, m := range c.members.Alive() {
+		if m.Name != c.cfg.Name && ring.Has(m.Name) && m.Settled != h {
+			hold[m.Name] = true
+		}
+	}
+	return hold
+}
+
+// lendLoop lends every lendInterval until ctx is done.
+func (c *Cluster) lendLoop(ctx context.Context) {
+	t := time.NewTicker(lendInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		hold := c.lendHolds()
+		c.lends.mu.Lock()
+		c.lends.pending = hold
+		c.lends.mu.Unlock()
+		c.lends.expire(time.Now())
+		if err := c.lendRound(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("lend URLs", "error", err)
+		}
+	}
+}
+
+// lendRound lends, to each other member of the member view in effect that
+// works on a phase now, this node's IN_LIST URLs of that phase's hosts.
+// Nothing is lent while this node is held off its phase (joining, fenced,
+// frozen, leaving): it then does not know that the view is agreed.
+func (c *Cluster) lendRound(ctx context.Context) error {
+	if c.joining.Load() || c.leaving.Load() {
+		return nil
+	}
+	now := time.Now()
+	st := c.sched.At(now)
+	if st.Phase < 0 || st.Held || !st.Open || st.NPhase <= 1 || c.front.Phases() != st.NPhase {
+		return nil
+	}
+	// Local time of the guard's start (early by up to 2× the uncertainty).
+	guardAt := st.RequestDeadline.Add(-st.NextSwap.Sub(st.GuardStart))
+	if time.Until(guardAt) < lendMinLeft {
+		return nil
+	}
+	u := time.Duration(0)
+	if c.clock != nil {
+		u = c.clock.Uncertainty()
+	}
+	until := st.RequestDeadline.Add(2*u + c.lendGrace(u))
+	ring := c.ring.Load()
+	leaving := *c.peersLeaving.Load()
+	away := c.away.Load()
+	for _, p := range st.Members {
+		if p == c.cfg.Name || !ring.Has(p) || leaving[p] || c.lends.pendingHolder(p) {
+			continue
+		}
+		if away != nil {
+			if _, ok := away.until[p]; ok {
+				continue
+			}
+		}
+		q := PhaseOf(p, st.Members, st.Epoch, st.NPhase)
+		if q < 0 || q == st.Phase {
+			continue
+		}
+		if err := c.lendTo(ctx, p, q, st.Epoch, until); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingHolder reports whether holder's expired marks hold (lendHolds).
+func (l *lending) pendingHolder(holder string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending[holder]
+}
+
+// lendTo lends peer, working on phase q in epoch, the IN_LIST URLs of
+// that phase not lent already, up to maxLentPerMember outstanding.
+func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, until time.Time) error {
+	c.lends.mu.Lock()
+	room := maxLentPerMember - c.lends.out[peer]
+	c.lends.mu.Unlock()
+	if room <= 0 {
+		return nil
+	}
+	var lend []frontier.NewURL
+	var fps []uint64
+	now := time.Now()
+	var redirects interface{ RedirectsOf(fp uint64) int }
+	if c.cfg.Redirects != nil {
+		redirects, _ = c.cfg.Redirects.(interface{ RedirectsOf(fp uint64) int })
+	}
+	_, err := c.front.ScanFiltered(q, nil, lendScan, nil, func(r frontier.Record) bool {
+		if c.Held(r.FP) {
+			return true // lent already, another member's, or its owner is away
+		}
+		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries), Depth: r.Depth}
+		if redirects != nil {
+			u.Redirects = redirects.RedirectsOf(r.FP)
+		}
+		lend = append(lend, u)
+		fps = append(fps, r.FP)
+		return len(lend) < room
+	})
+	if err != nil || len(lend) == 0 {
+		return err
+	}
+	// Marked before they are filed: the scheduler must not pick them
+	// between the two.
+	c.lends.mu.Lock()
+	for _, fp := range fps {
+		if _, ok := c.lends.marks[fp]; !ok {
+			c.lends.out[peer]++
+		}
+		c.lends.marks[fp] = lendMark{holder: peer, until: until}
+	}
+	c.lends.mu.Unlock()
+	if err := c.outbox.put(ctx, peer, KindLend, lend); err != nil {
+		c.lends.settle(fps) // not lent after all
+		return fmt.Errorf("lend %d URLs to %s: %w", len(lend), peer, err)
+	}
+	c.lent.Add(uint64(len(lend)))
+	c.x.Flush(peer)
+	_ = now
+	return nil
+}
+
+// lendHost is a lend entry's Host: the URL's host, a newline, the epoch it
+// is lent for and the URL's tries so far.
+func lendHost(host string, epoch int64, tries int) string {
+	return host + "\n" + strconv.FormatInt(epoch, 10) + " " + strconv.Itoa(tries)
+}
+
+// takeLends passes the URLs another member lent this node to the node,
+// those lent for the epoch and phase this node works on now; the others
+// are dropped (their owner lends them again).
+func (c *Cluster) takeLends(urls []frontier.NewURL) int {
+	if c.cfg.Guests == nil || c.joining.Load() || c.leaving.Load() {
+		return 0
+	}
+	now := time.Now()
+	st := c.sched.At(now)
+	if st.Phase < 0 || st.Held || !st.Open {
+		return 0
+	}
+	gs := make([]node.Guest, 0, len(urls))
+	for _, u := range urls {
+		host, rest, ok := strings.Cut(u.Host, "\n")
+		if !ok {
+			continue
+		}
+		es, ts, _ := strings.Cut(rest, " ")
+		epoch, err1 := strconv.ParseInt(es, 10, 64)
+		tries, err2 := strconv.Atoi(ts)
+		if err1 != nil || err2 != nil || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
+			continue
+		}
+		g := node.Guest{NewURL: u, Tries: tries, Until: st.RequestDeadline}
+		g.Host = host
+		gs = append(gs, g)
+	}
+	c.cfg.Guests.AddGuests(gs)
+	return len(gs)
+}
+
+// ReportLent implements node.Lender: the outcomes of the lent URLs this
+// node fetched go to their owners, durably through the outbox
+// (KindOutcome); one this node owns now is settled here.
+func (c *Cluster) ReportLent(ctx context.Context, outs []node.LentOutcome) error {
+	urls := make([]frontier.NewURL, len(outs))
+	for i, o := range outs {
+		urls[i] = frontier.NewURL{URL: o.URL, Host: outcomeHost(o.Result), Depth: o.Depth}
+	}
+	local, err := c.fileFor(ctx, KindOutcome, urls, c.ring.Load().Owner)
+	if err != nil {
+		return err
+	}
+	_, err = c.settleLent(ctx, local)
+	return err
+}
+
+// outcomeHost is an outcome entry's Host: the URL's host, a newline, then
+// the state, HTTP status, retry time (Unix ms), body bytes and delay (ms)
+// separated by spaces, and the reason.
+func outcomeHost(r frontier.Result) string {
+	var retry int64
+	if !r.RetryAt.IsZero() {
+		retry = r.RetryAt.UnixMilli()
+	}
+	return fmt.Sprintf("%s\n%d %d %d %d %d %s", r.Host, r.State, r.Status, retry, r.Bytes, r.Delay.Milliseconds(), r.Reason)
+}
+
+// parseOutcome reads an outcome entry back.
+func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
+	host, rest, ok := strings.Cut(u.Host, "\n")
+	if !ok {
+		return frontier.Result{}, false
+	}
+	f := strings.SplitN(rest, " ", 6)
+	if len(f) != 6 {
+		return frontier.Result{}, false
+	}
+	var n [5]int64
+	for i := range n {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return frontier.Result{}, false
+		}
+		n[i] = v
+	}
+	r := frontier.Result{FP: frontier.Fingerprint(u.URL), Host: host, State: frontier.State(n[0]), Status: int(n[1]),
+		Bytes: n[3], Delay: time.Duration(n[4]) * time.Millisecond, Reason: f[5]}
+	if r.State != frontier.Completed && r.State != frontier.Stalled {
+		return frontier.Result{}, false
+	}
+	if n[2] != 0 {
+		r.RetryAt = time.UnixMilli(n[2])
+	}
+	return r, true
+}
+
+// settleLent records the outcomes of URLs this node lent (KindOutcome
+// entries it owns), forgets their marks and replicates the completed ones.
+func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	if len(urls) == 0 {
+		return 0, nil
+	}
+	rs := make([]frontier.Result, 0, len(urls))
+	var done []frontier.NewURL
+	fps := make([]uint64, 0, len(urls))
+	for _, u := range urls {
+		r, ok := parseOutcome(u)
+		if !ok {
+			c.log.Warn("dropped a malformed lent outcome", "host_len", len(u.Host))
+			continue
+		}
+		rs = append(rs, r)
+		fps = append(fps, r.FP)
+		if r.State == frontier.Completed {
+			done = append(done, frontier.NewURL{URL: u.URL, Host: r.Host, Depth: u.Depth})
+		}
+	}
+	n, err := c.front.SettleLent(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	c.lends.settle(fps)
+	c.lentSettled.Add(uint64(n))
+	if err := c.Replicate(ctx, done); err != nil {
+		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
+	}
+	if c.cfg.Wake != nil {
+		c.cfg.Wake() // a stalled one may be due, and the scan's window moved
+	}
+	return n, nil
+}
