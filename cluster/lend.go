@@ -48,6 +48,16 @@ type lending struct {
 	marks   map[uint64]lendMark
 	out     map[string]int  // marks per holder
 	pending map[string]bool // holders whose expired marks still hold (lendHolds)
+	// cursors is, per member, where the scan of the URLs to lend it
+	// stopped in its current phase (lendLoop's goroutine only).
+	cursors map[string]lendCursor
+}
+
+// lendCursor is the position of the lend scan for one member.
+type lendCursor struct {
+	epoch int64
+	phase int
+	at    frontier.Cursor
 }
 
 // lent reports whether fp is lent now (Held).
@@ -214,16 +224,25 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 	if room <= 0 {
 		return nil
 	}
-	var lend []frontier.NewURL
-	var fps []uint64
-	now := time.Now()
+	cur := c.lends.cursors[peer]
+	if cur.epoch != epoch || cur.phase != q {
+		cur = lendCursor{epoch: epoch, phase: q}
+	}
+	recs, next, err := c.front.ScanSince(q, cur.at, min(room, lendScan))
+	if err != nil {
+		return err
+	}
+	cur.at = next
+	c.lends.cursors[peer] = cur
 	var redirects interface{ RedirectsOf(fp uint64) int }
 	if c.cfg.Redirects != nil {
 		redirects, _ = c.cfg.Redirects.(interface{ RedirectsOf(fp uint64) int })
 	}
-	_, err := c.front.ScanFiltered(q, nil, lendScan, nil, func(r frontier.Record) bool {
+	var lend []frontier.NewURL
+	var fps []uint64
+	for _, r := range recs {
 		if c.Held(r.FP) {
-			return true // lent already, another member's, or its owner is away
+			continue // lent already, another member's, or its owner is away
 		}
 		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries), Depth: r.Depth}
 		if redirects != nil {
@@ -231,10 +250,9 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		}
 		lend = append(lend, u)
 		fps = append(fps, r.FP)
-		return len(lend) < room
-	})
-	if err != nil || len(lend) == 0 {
-		return err
+	}
+	if len(lend) == 0 {
+		return nil
 	}
 	// Marked before they are filed: the scheduler must not pick them
 	// between the two.
@@ -252,7 +270,6 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 	}
 	c.lent.Add(uint64(len(lend)))
 	c.x.Flush(peer)
-	_ = now
 	return nil
 }
 

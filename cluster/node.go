@@ -499,7 +499,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
 	c.rebWG.Go(func() { c.gate(rctx) })
 	if cfg.Lend {
-		c.lends.marks, c.lends.out = map[uint64]lendMark{}, map[string]int{}
+		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
 		c.rebWG.Go(func() { c.lendLoop(rctx) })
 	}
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())

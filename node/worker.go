@@ -59,9 +59,10 @@ type hostTrip struct {
 // settling is one page's asynchronous frontier write, and the page's URL
 // when it was COMPLETED and a Replicator wants it once the write committed.
 type settling struct {
-	p    *frontier.Pending
-	done []frontier.NewURL
-	room int // URLs of this host the write may take for the trip
+	p     *frontier.Pending
+	done  []frontier.NewURL
+	room  int          // URLs of this host the write may take for the trip
+	guest *guestReport // a guest's outcome, reported once the write committed
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
@@ -345,7 +346,7 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 // frontier write is submitted.
 func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
 	if it.Guest {
-		t.keepGuest(it, res, entry)
+		t.guestPage(it, res, entry)
 		return
 	}
 	if res.FP == 0 {
@@ -465,7 +466,7 @@ func (t *hostTrip) settlePage() {
 		// has queued, and the trip goes on with it.
 		settle = n.front.SettleAsyncClaiming
 	}
-	t.settling = append(t.settling, settling{settle(n.persistCtx, t.host, room, local, res, nil), t.done, room})
+	t.settling = append(t.settling, settling{p: settle(n.persistCtx, t.host, room, local, res, nil), done: t.done, room: room})
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
 }
@@ -549,7 +550,13 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 	if err != nil {
 		// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
 		t.n.log.Error("record fetched page", "error", err)
+		if s.guest != nil {
+			t.n.guests.release([]uint64{s.guest.out.FP}) // not reported: its owner has it fetched again
+		}
 		return
+	}
+	if s.guest != nil {
+		t.n.reporter.add(s.guest)
 	}
 	t.added += added
 	t.replicate(s.done)
