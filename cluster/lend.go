@@ -25,8 +25,9 @@ import (
 // a restart, makes the URL lendable and fetchable again: nothing is lost,
 // and a page is fetched twice only when its outcome was lost with a crash.
 const (
-	// lendInterval is how often the owner lends.
-	lendInterval = 100 * time.Millisecond
+	// lendInterval is how often the owner lends; URLs arriving from other
+	// members start a round at once (lendKick).
+	lendInterval = 50 * time.Millisecond
 	// lendScan bounds the records read per member and round.
 	lendScan = 4096
 	// maxLentPerMember bounds the URLs lent to one member and not settled.
@@ -150,6 +151,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.lendKick:
 		}
 		hold := c.lendHolds()
 		c.lends.mu.Lock()

@@ -214,6 +214,7 @@ type Cluster struct {
 	swaps       atomic.Uint64
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	lends       lending       // URLs lent to other members (lend.go)
+	lendKick    chan struct{} // URLs arrived: lend now
 	lent        atomic.Uint64 // URLs lent
 	lentSettled atomic.Uint64 // outcomes of lent URLs settled here
 	movedURLs   atomic.Uint64
@@ -311,8 +312,11 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	if err == nil && foreign {
 		signal(c.rebKick) // moved here by a member whose view differs: move them on
 	}
-	if n > 0 && (kind == KindNew || kind == KindMoved) && c.cfg.Wake != nil {
-		c.cfg.Wake()
+	if n > 0 && (kind == KindNew || kind == KindMoved) {
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+		signal(c.lendKick)
 	}
 	return n, err
 }
@@ -400,7 +404,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = 10 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process

@@ -21,11 +21,16 @@ import (
 //	go test ./test/cluster -run '^$' -bench CrawlDefaults -benchtime 1x -count 3
 //
 // PHASECRAWL_BENCH_LEND=false runs the cluster without lending
-// (cluster.lend); PHASECRAWL_BENCH_PHASE overrides the phase duration.
+// (cluster.lend); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
+// override the phase duration and cluster.batch_delay;
+// PHASECRAWL_BENCH_SERIES=1 logs the pages served per second.
 func BenchmarkCrawlDefaults(b *testing.B) {
 	var env []string
 	if v := os.Getenv("PHASECRAWL_BENCH_LEND"); v != "" {
 		env = append(env, "PHASECRAWL_CLUSTER_LEND="+v)
+	}
+	if v := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY"); v != "" {
+		env = append(env, "PHASECRAWL_CLUSTER_BATCH_DELAY="+v)
 	}
 	var phase time.Duration
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
@@ -84,6 +89,9 @@ func BenchmarkCrawlDefaults(b *testing.B) {
 				pagesPerSec = pages / secs
 				if rep, err := webReport(webAddr); err == nil {
 					dups = float64(rep.Duplicates)
+				}
+				if os.Getenv("PHASECRAWL_BENCH_SERIES") != "" {
+					logSeries(b, webAddr, start)
 				}
 				c.killAll()
 			}
