@@ -313,20 +313,42 @@ func (c *Cluster) takeLends(urls []frontier.NewURL) int {
 	return len(gs)
 }
 
-// ReportLent implements node.Lender: the outcomes of the lent URLs this
-// node fetched go to their owners, durably through the outbox
-// (KindOutcome); one this node owns now is settled here.
-func (c *Cluster) ReportLent(ctx context.Context, outs []node.LentOutcome) error {
-	urls := make([]frontier.NewURL, len(outs))
-	for i, o := range outs {
-		urls[i] = frontier.NewURL{URL: o.URL, Host: outcomeHost(o.Result), Depth: o.Depth}
+// ReportLent implements node.Lender: the links found on a lent page that
+// this node owns go to storeLocal first; then one durable outbox write
+// files the other links for their owners (KindNew) and the outcome for
+// the URL's owner (KindOutcome), who receives the links before the
+// outcome (a batch is stored kind by kind, KindNew first). An outcome for
+// a URL this node owns now is settled here.
+func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, found []frontier.NewURL, storeLocal func([]frontier.NewURL) error) error {
+	ring := c.ring.Load()
+	files := map[string][]Entry{}
+	var local []frontier.NewURL
+	for _, u := range found {
+		o := ring.Owner(frontier.Fingerprint(u.URL))
+		if o == "" || o == c.cfg.Name {
+			local = append(local, u)
+			continue
+		}
+		files[o] = append(files[o], Entry{Kind: KindNew, NewURL: u})
 	}
-	local, err := c.fileFor(ctx, KindOutcome, urls, c.ring.Load().Owner)
-	if err != nil {
+	if len(local) > 0 {
+		if err := storeLocal(local); err != nil {
+			return err
+		}
+	}
+	oc := frontier.NewURL{URL: out.URL, Host: outcomeHost(out.Result), Depth: out.Depth}
+	owner := ring.Owner(out.FP)
+	if owner != "" && owner != c.cfg.Name {
+		files[owner] = append(files[owner], Entry{Kind: KindOutcome, NewURL: oc})
+	}
+	if err := c.outbox.putEntries(ctx, files); err != nil {
 		return err
 	}
-	_, err = c.settleLent(ctx, local)
-	return err
+	if owner == "" || owner == c.cfg.Name {
+		_, err := c.settleLent(ctx, []frontier.NewURL{oc})
+		return err
+	}
+	return nil
 }
 
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then

@@ -30,10 +30,13 @@ type LentOutcome struct {
 	frontier.Result
 }
 
-// Lender is an optional Router extension (the cluster): ReportLent durably
-// sends the outcomes of guests' fetches to their owners.
+// Lender is an optional Router extension (the cluster): ReportLent makes
+// a guest's fetch durable: it passes the links found on the page that this
+// node owns to storeLocal (which must make them durable), then files, in
+// one durable write, the other links for their owners and the outcome for
+// the URL's owner.
 type Lender interface {
-	ReportLent(ctx context.Context, outs []LentOutcome) error
+	ReportLent(ctx context.Context, out LentOutcome, found []frontier.NewURL, storeLocal func([]frontier.NewURL) error) error
 }
 
 // Limits of the guest pool.
@@ -233,136 +236,37 @@ func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 	}
 }
 
-// guestPage records a guest's fetch like settlePage a page of this node's:
-// the links found on it that other members own go to the outbox first,
-// then one asynchronous frontier write adds this node's own; once it is
-// committed (settled), the outcome goes to the reporter, which sends it to
-// the owner and only then writes the page's crawl log line. A failure on
-// the way leaves the outcome unreported: the owner fetches the URL again
-// later, and nothing is lost.
+// guestPage records a guest's fetch before the trip's next request, so
+// that a crash can lose at most the one request in flight per worker: the
+// links found on it that this node owns are written to its frontier, then
+// one durable outbox write files the other links for their owners and the
+// outcome for the URL's owner, and only then is its crawl log line
+// written. A failure on the way leaves the outcome unreported: the owner
+// fetches the URL again later, and nothing is lost.
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
+	found := t.found
+	t.found = nil
 	if res.FP == 0 || n.lender == nil {
 		n.guests.release([]uint64{it.FP})
 		return
 	}
 	res.Delay = t.delay
-	rep := &guestReport{out: LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}, entry: entry}
 	ctx := n.persistCtx
-	if t.failed {
-		// The trip's writes fell back to commit: record the links now.
-		local, err := n.split.RouteForeign(ctx, t.found)
-		if err == nil {
-			t.found = nil
-			_, err = n.front.Settle(ctx, local, nil, nil)
-		}
-		if err != nil {
-			n.log.Error("record URLs found on a lent page", "error", err)
-			n.guests.release([]uint64{it.FP})
-			return
-		}
-		n.reporter.add(rep)
-		return
+	storeLocal := func(local []frontier.NewURL) error {
+		k, err := n.front.Settle(ctx, local, nil, nil)
+		t.added += k
+		return err
 	}
-	local, err := n.split.RouteForeign(ctx, t.found)
-	if err != nil {
-		n.log.Error("route URLs found on a lent page", "error", err, "urls", len(t.found))
+	out := LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}
+	if err := n.lender.ReportLent(ctx, out, found, storeLocal); err != nil {
+		n.log.Error("record a lent page (its owner will have it fetched again)", "error", err, "url", it.URL)
 		n.guests.release([]uint64{it.FP})
-		t.found = nil
 		return
 	}
-	room := t.room()
-	t.reserved += room
-	t.settling = append(t.settling, settling{p: n.front.SettleAsyncTaking(ctx, t.host, room, local, nil, nil), room: room, guest: rep})
-	t.found = nil
-	t.poll()
-}
-
-// guestReport is a guest's outcome and crawl log line, waiting to be sent.
-type guestReport struct {
-	out   LentOutcome
-	entry archive.LogEntry
-}
-
-// reporter sends the outcomes of guests' fetches to their owners in
-// batches (one durable outbox write each), then writes their crawl log
-// lines; the workers do not wait for it. Run starts it before the workers
-// and stops it after them, having sent everything.
-type reporter struct {
-	n    *Node
-	mu   sync.Mutex
-	q    []*guestReport
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
-}
-
-func newReporter(n *Node) *reporter {
-	return &reporter{n: n, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-}
-
-// add queues a report.
-func (r *reporter) add(rep *guestReport) {
-	r.mu.Lock()
-	r.q = append(r.q, rep)
-	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run sends the queued reports until stop, then what is left.
-func (r *reporter) run() {
-	defer close(r.done)
-	for {
-		select {
-		case <-r.wake:
-			r.send()
-		case <-r.quit:
-			r.send()
-			return
-		}
-	}
-}
-
-// stop sends what is queued and ends run.
-func (r *reporter) stop() {
-	close(r.quit)
-	<-r.done
-}
-
-// send reports every queued outcome in one write, then logs the pages.
-func (r *reporter) send() {
-	n := r.n
-	for {
-		r.mu.Lock()
-		q := r.q
-		r.q = nil
-		r.mu.Unlock()
-		if len(q) == 0 {
-			return
-		}
-		outs := make([]LentOutcome, len(q))
-		for i, rep := range q {
-			outs[i] = rep.out
-		}
-		fps := make([]uint64, len(q))
-		for i, rep := range q {
-			fps[i] = rep.out.FP
-		}
-		if err := n.lender.ReportLent(n.persistCtx, outs); err != nil {
-			n.log.Error("report lent pages' outcomes to their owners (they will be fetched again)", "error", err, "urls", len(outs))
-			n.guests.release(fps)
-			continue
-		}
-		now := time.Now()
-		for _, rep := range q {
-			n.guests.done(rep.out.FP, now)
-			if err := n.clog.Write(rep.entry); err != nil {
-				n.log.Error("crawl log", "error", err)
-			}
-		}
-		n.m.GuestsFetched.Add(float64(len(q)))
+	n.guests.done(it.FP, time.Now())
+	n.m.GuestsFetched.Inc()
+	if err := n.clog.Write(entry); err != nil {
+		n.log.Error("crawl log", "error", err)
 	}
 }

@@ -213,7 +213,6 @@ type Node struct {
 	holder    Holder        // nil: no URL waits for an absent owner
 	lender    Lender        // nil: no URL is lent to this node
 	guests    *guestPool    // URLs other members lent this node (guest.go)
-	reporter  *reporter     // sends guests' outcomes to their owners (guest.go)
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
 	cluster   io.Closer  // the cluster layer, closed before the frontier
@@ -482,8 +481,7 @@ func (n *Node) Run(ctx context.Context) error {
 	// fetches for up to shutdown_timeout after ctx is done.
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
-	n.reporter = newReporter(n)
-	go n.reporter.run()
+
 	var workers sync.WaitGroup
 	for i := 0; i < n.cfg.Workers; i++ {
 		workers.Add(1)
@@ -536,7 +534,6 @@ func (n *Node) Run(ctx context.Context) error {
 		<-allDone
 	}
 	close(drainStop)
-	n.reporter.stop() // after the workers: they queue the last reports
 	if srv != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = srv.Shutdown(sctx)

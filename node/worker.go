@@ -59,10 +59,9 @@ type hostTrip struct {
 // settling is one page's asynchronous frontier write, and the page's URL
 // when it was COMPLETED and a Replicator wants it once the write committed.
 type settling struct {
-	p     *frontier.Pending
-	done  []frontier.NewURL
-	room  int          // URLs of this host the write may take for the trip
-	guest *guestReport // a guest's outcome, reported once the write committed
+	p    *frontier.Pending
+	done []frontier.NewURL
+	room int // URLs of this host the write may take for the trip
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
@@ -550,13 +549,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 	if err != nil {
 		// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
 		t.n.log.Error("record fetched page", "error", err)
-		if s.guest != nil {
-			t.n.guests.release([]uint64{s.guest.out.FP}) // not reported: its owner has it fetched again
-		}
 		return
-	}
-	if s.guest != nil {
-		t.n.reporter.add(s.guest)
 	}
 	t.added += added
 	t.replicate(s.done)
