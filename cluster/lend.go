@@ -40,6 +40,7 @@ const (
 // lendMark is one URL lent: to whom, until when (local time).
 type lendMark struct {
 	holder string
+	epoch  int64
 	until  time.Time
 }
 
@@ -92,6 +93,16 @@ func (l *lending) settle(fps []uint64) {
 		if m, ok := l.marks[fp]; ok {
 			l.drop(fp, m)
 		}
+	}
+}
+
+// returned forgets the mark of fp if it is the lend to holder for epoch
+// (a return from an earlier lend does not end a later one).
+func (l *lending) returned(fp uint64, holder string, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m, ok := l.marks[fp]; ok && m.holder == holder && m.epoch == epoch {
+		l.drop(fp, m)
 	}
 }
 
@@ -263,7 +274,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		if _, ok := c.lends.marks[fp]; !ok {
 			c.lends.out[peer]++
 		}
-		c.lends.marks[fp] = lendMark{holder: peer, until: until}
+		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until}
 	}
 	c.lends.mu.Unlock()
 	if err := c.outbox.put(ctx, peer, KindLend, lend); err != nil {
@@ -305,7 +316,7 @@ func (c *Cluster) takeLends(urls []frontier.NewURL) int {
 		if err1 != nil || err2 != nil || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
 			continue
 		}
-		g := node.Guest{NewURL: u, Tries: tries, Until: st.RequestDeadline}
+		g := node.Guest{NewURL: u, Tries: tries, Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
 		gs = append(gs, g)
 	}
@@ -351,6 +362,25 @@ func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, found []
 	return nil
 }
 
+// ReturnLent implements node.Lender: the guests this node will not fetch
+// go back to their owners (KindOutcome entries in state IN_LIST, naming
+// this node and the epoch of the lend), which forget the lend's mark and
+// may lend or fetch the URLs at once. They travel behind this node's
+// earlier outcomes for the same owners (the outbox is ordered).
+func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
+	urls := make([]frontier.NewURL, len(gs))
+	for i, g := range gs {
+		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}
+		urls[i] = frontier.NewURL{URL: g.URL, Host: outcomeHost(r), Depth: g.Depth}
+	}
+	local, err := c.fileFor(ctx, KindOutcome, urls, c.ring.Load().Owner)
+	if err != nil {
+		return err
+	}
+	_, err = c.settleLent(ctx, local)
+	return err
+}
+
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then
 // the state, HTTP status, retry time (Unix ms), body bytes and delay (ms)
 // separated by spaces, and the reason.
@@ -382,7 +412,7 @@ func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
 	}
 	r := frontier.Result{FP: frontier.Fingerprint(u.URL), Host: host, State: frontier.State(n[0]), Status: int(n[1]),
 		Bytes: n[3], Delay: time.Duration(n[4]) * time.Millisecond, Reason: f[5]}
-	if r.State != frontier.Completed && r.State != frontier.Stalled {
+	if r.State != frontier.Completed && r.State != frontier.Stalled && r.State != frontier.InList {
 		return frontier.Result{}, false
 	}
 	if n[2] != 0 {
@@ -406,11 +436,24 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			c.log.Warn("dropped a malformed lent outcome", "host_len", len(u.Host))
 			continue
 		}
+		if r.State == frontier.InList { // returned unfetched (ReturnLent)
+			holder, es, _ := strings.Cut(r.Reason, " ")
+			if epoch, err := strconv.ParseInt(es, 10, 64); err == nil {
+				c.lends.returned(r.FP, holder, epoch)
+			}
+			continue
+		}
 		rs = append(rs, r)
 		fps = append(fps, r.FP)
 		if r.State == frontier.Completed {
 			done = append(done, frontier.NewURL{URL: u.URL, Host: r.Host, Depth: u.Depth})
 		}
+	}
+	if len(rs) == 0 {
+		if c.cfg.Lend {
+			signal(c.lendKick) // lend the returned URLs to the next holder
+		}
+		return 0, nil
 	}
 	n, err := c.front.SettleLent(ctx, rs)
 	if err != nil {

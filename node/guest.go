@@ -19,7 +19,9 @@ import (
 type Guest struct {
 	frontier.NewURL
 	Tries int
-	// Until is the local time at which the phase the URL was lent for ends.
+	// Epoch is the epoch the URL was lent for; Until the local time at
+	// which this node's phase in that epoch ends.
+	Epoch int64
 	Until time.Time
 }
 
@@ -30,13 +32,16 @@ type LentOutcome struct {
 	frontier.Result
 }
 
-// Lender is an optional Router extension (the cluster): ReportLent makes
+// Lender is an optional Router extension (the cluster). ReturnLent tells
+// the owners of guests this node will not fetch (its phase ended, its
+// trip stopped) that they may lend or fetch them again at once. ReportLent makes
 // a guest's fetch durable: it passes the links found on the page that this
 // node owns to storeLocal (which must make them durable), then files, in
 // one durable write, the other links for their owners and the outcome for
 // the URL's owner.
 type Lender interface {
 	ReportLent(ctx context.Context, out LentOutcome, found []frontier.NewURL, storeLocal func([]frontier.NewURL) error) error
+	ReturnLent(ctx context.Context, gs []Guest) error
 }
 
 // Limits of the guest pool.
@@ -56,13 +61,13 @@ const (
 type guestPool struct {
 	mu      sync.Mutex
 	hosts   map[string][]Guest
-	queued  map[uint64]struct{}  // fingerprints waiting here or placed in the bucket
+	queued  map[uint64]Guest     // guests waiting here or placed in the bucket, by fingerprint
 	fetched map[uint64]time.Time // fingerprints fetched (reported) here, and when
 	n       int
 }
 
 func newGuestPool() *guestPool {
-	return &guestPool{hosts: map[string][]Guest{}, queued: map[uint64]struct{}{}, fetched: map[uint64]time.Time{}}
+	return &guestPool{hosts: map[string][]Guest{}, queued: map[uint64]Guest{}, fetched: map[uint64]time.Time{}}
 }
 
 // AddGuests takes the URLs lent to this node (the cluster calls it). It
@@ -87,7 +92,7 @@ func (n *Node) AddGuests(gs []Guest) {
 		if p.n >= maxGuests {
 			break
 		}
-		p.queued[fp] = struct{}{}
+		p.queued[fp] = g
 		p.hosts[g.Host] = append(p.hosts[g.Host], g)
 		p.n++
 		added++
@@ -155,29 +160,51 @@ func (p *guestPool) placed(k int) {
 }
 
 // release forgets guests that left the bucket unfetched (a phase swap, the
-// end of a trip): their owner lends them again or fetches them itself.
-func (p *guestPool) release(fps []uint64) {
+// end of a trip) and returns them, for their owners to lend or fetch again.
+func (p *guestPool) release(fps []uint64) []Guest {
 	if len(fps) == 0 {
-		return
+		return nil
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gs []Guest
 	for _, fp := range fps {
-		delete(p.queued, fp)
+		if g, ok := p.queued[fp]; ok {
+			gs = append(gs, g)
+			delete(p.queued, fp)
+		}
 	}
-	p.mu.Unlock()
+	return gs
 }
 
-// clear drops every waiting guest (the phase changed).
-func (p *guestPool) clear() {
+// clear drops every waiting guest (the phase changed) and returns them.
+func (p *guestPool) clear() []Guest {
 	p.mu.Lock()
-	for h, gs := range p.hosts {
-		for _, g := range gs {
-			delete(p.queued, frontier.Fingerprint(g.URL))
+	defer p.mu.Unlock()
+	var gs []Guest
+	for h, hs := range p.hosts {
+		for _, g := range hs {
+			fp := frontier.Fingerprint(g.URL)
+			if _, ok := p.queued[fp]; ok {
+				gs = append(gs, g)
+				delete(p.queued, fp)
+			}
 		}
 		delete(p.hosts, h)
 	}
 	p.n = 0
-	p.mu.Unlock()
+	return gs
+}
+
+// giveBack returns guests this node will not fetch to their owners.
+func (n *Node) giveBack(gs []Guest) {
+	if len(gs) == 0 || n.lender == nil {
+		return
+	}
+	if err := n.lender.ReturnLent(n.persistCtx, gs); err != nil {
+		// Their owners lend them again once the marks expire.
+		n.log.Warn("return lent URLs to their owners", "error", err, "urls", len(gs))
+	}
 }
 
 // done remembers a guest fetched and reported here.
@@ -248,7 +275,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	found := t.found
 	t.found = nil
 	if res.FP == 0 || n.lender == nil {
-		n.guests.release([]uint64{it.FP})
+		n.giveBack(n.guests.release([]uint64{it.FP}))
 		return
 	}
 	res.Delay = t.delay
@@ -261,7 +288,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	out := LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}
 	if err := n.lender.ReportLent(ctx, out, found, storeLocal); err != nil {
 		n.log.Error("record a lent page (its owner will have it fetched again)", "error", err, "url", it.URL)
-		n.guests.release([]uint64{it.FP})
+		n.guests.release([]uint64{it.FP}) // not given back: the mark's expiry covers a report that may have been filed
 		return
 	}
 	n.guests.done(it.FP, time.Now())

@@ -379,7 +379,7 @@ func (s *scheduler) swap(phase, nphase int) {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
 	s.pending, s.nprio, s.urgent = nil, 0, s.urgent[:0]
-	n.guests.clear() // lent for the phase that ended
+	n.giveBack(n.guests.clear()) // lent for the phase that ended
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at phase swap", "error", err)
 	}
@@ -427,6 +427,6 @@ func (s *scheduler) batchRefs(bs []bucket.Batch) []frontier.Ref {
 			refs = append(refs, frontier.Ref{FP: it.FP, Host: b.Host})
 		}
 	}
-	s.n.guests.release(guests)
+	s.n.giveBack(s.n.guests.release(guests))
 	return refs
 }

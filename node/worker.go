@@ -494,7 +494,7 @@ func (t *hostTrip) dropGuests(fps []uint64) []uint64 {
 		}
 		return false
 	})
-	t.n.guests.release(dropped)
+	t.n.giveBack(t.n.guests.release(dropped))
 	return fps
 }
 
