@@ -293,18 +293,13 @@ func lendHost(host string, epoch int64, tries int) string {
 }
 
 // takeLends passes the URLs another member lent this node to the node,
-// those lent for the epoch and phase this node works on now; the others
-// are dropped (their owner lends them again).
-func (c *Cluster) takeLends(urls []frontier.NewURL) int {
-	if c.cfg.Guests == nil || c.joining.Load() || c.leaving.Load() {
-		return 0
-	}
+// those lent for the epoch and phase this node works on now; the others,
+// and those the node refuses, go back to their owners at once.
+func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 	now := time.Now()
 	st := c.sched.At(now)
-	if st.Phase < 0 || st.Held || !st.Open {
-		return 0
-	}
-	gs := make([]node.Guest, 0, len(urls))
+	open := c.cfg.Guests != nil && !c.joining.Load() && !c.leaving.Load() && st.Phase >= 0 && !st.Held && st.Open
+	var gs, back []node.Guest
 	for _, u := range urls {
 		host, rest, ok := strings.Cut(u.Host, "\n")
 		if !ok {
@@ -313,14 +308,25 @@ func (c *Cluster) takeLends(urls []frontier.NewURL) int {
 		es, ts, _ := strings.Cut(rest, " ")
 		epoch, err1 := strconv.ParseInt(es, 10, 64)
 		tries, err2 := strconv.Atoi(ts)
-		if err1 != nil || err2 != nil || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
+		if err1 != nil || err2 != nil {
 			continue
 		}
 		g := node.Guest{NewURL: u, Tries: tries, Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
+		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
+			back = append(back, g)
+			continue
+		}
 		gs = append(gs, g)
 	}
-	c.cfg.Guests.AddGuests(gs)
+	if len(gs) > 0 {
+		back = append(back, c.cfg.Guests.AddGuests(gs)...)
+	}
+	if len(back) > 0 {
+		if err := c.ReturnLent(ctx, back); err != nil {
+			c.log.Warn("return lent URLs", "error", err, "urls", len(back))
+		}
+	}
 	return len(gs)
 }
 

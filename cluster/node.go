@@ -101,7 +101,7 @@ type NodeConfig struct {
 	Lend bool
 	// Guests takes the URLs other members lend this node (the node's
 	// guest pool). nil: lends are dropped.
-	Guests interface{ AddGuests([]node.Guest) }
+	Guests interface{ AddGuests([]node.Guest) []node.Guest }
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
@@ -261,7 +261,7 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	case KindRobots:
 		return c.importRobots(urls), nil
 	case KindLend:
-		return c.takeLends(urls), nil
+		return c.takeLends(ctx, urls), nil
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {

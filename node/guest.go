@@ -70,18 +70,22 @@ func newGuestPool() *guestPool {
 	return &guestPool{hosts: map[string][]Guest{}, queued: map[uint64]Guest{}, fetched: map[uint64]time.Time{}}
 }
 
-// AddGuests takes the URLs lent to this node (the cluster calls it). It
-// drops those it already holds or fetched, and any beyond maxGuests, and
-// wakes the scheduler.
-func (n *Node) AddGuests(gs []Guest) {
-	if len(gs) == 0 || !n.ready.Load() {
-		return // not running (yet): the owner lends them again or fetches them
+// AddGuests takes the URLs lent to this node (the cluster calls it) and
+// returns those it cannot take now (not running, or the pool is full),
+// for their owners to have back at once. It drops the ones it holds or
+// fetched already, and wakes the scheduler.
+func (n *Node) AddGuests(gs []Guest) (refused []Guest) {
+	if len(gs) == 0 {
+		return nil
+	}
+	if !n.ready.Load() {
+		return gs
 	}
 	var redirects []frontier.NewURL
 	p := n.guests
 	p.mu.Lock()
 	added := 0
-	for _, g := range gs {
+	for i, g := range gs {
 		fp := frontier.Fingerprint(g.URL)
 		if _, ok := p.queued[fp]; ok {
 			continue
@@ -90,6 +94,7 @@ func (n *Node) AddGuests(gs []Guest) {
 			continue
 		}
 		if p.n >= maxGuests {
+			refused = gs[i:]
 			break
 		}
 		p.queued[fp] = g
@@ -106,6 +111,7 @@ func (n *Node) AddGuests(gs []Guest) {
 		n.m.GuestsReceived.Add(float64(added))
 		n.notify()
 	}
+	return refused
 }
 
 // take removes and returns, by host, the guests of the hosts in phase of

@@ -92,7 +92,7 @@ type ClusterEnv struct {
 	// the robots.txt the other nodes fetched.
 	Robots *fetch.Robots
 	// Guests takes the URLs other members lend this node (guest.go).
-	Guests interface{ AddGuests([]Guest) }
+	Guests interface{ AddGuests([]Guest) []Guest }
 	// SeedHosts is the node's durable set of seed hosts, its scope when no
 	// allow_hosts or allow_domains is configured; nil otherwise. The
 	// cluster adds the seed hosts of the other members to it.
