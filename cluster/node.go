@@ -101,7 +101,9 @@ type NodeConfig struct {
 	Lend bool
 	// Guests takes the URLs other members lend this node (the node's
 	// guest pool). nil: lends are dropped.
-	Guests interface{ AddGuests([]node.Guest) []node.Guest }
+	Guests interface {
+		AddGuests([]node.Guest) []node.Guest
+	}
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
