@@ -475,3 +475,17 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	}
 	return n, nil
 }
+
+// outcomeWhileLeaving takes the outcomes of URLs this node lent that
+// arrive while it hands its records off: each settles the record here if
+// it has not left yet (it then leaves as a completed one), and goes on to
+// the URL's owner without this node, behind the record if that already
+// left (the outbox is ordered), so the new owner does not fetch it again.
+func (c *Cluster) outcomeWhileLeaving(ctx context.Context, ring *Ring, urls []frontier.NewURL) (int, error) {
+	n, err := c.settleLent(ctx, urls)
+	if err != nil {
+		return 0, err
+	}
+	_, err = c.fileFor(ctx, KindOutcome, urls, ring.Owner)
+	return n, err
+}

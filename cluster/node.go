@@ -267,6 +267,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
+		if kind == KindOutcome {
+			return c.outcomeWhileLeaving(ctx, ring, urls)
+		}
 		return 0, errLeaving
 	}
 	if c.cfg.Redirects != nil && (kind == KindNew || kind == KindMoved) {

@@ -80,6 +80,19 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 				return true
 			})
 		}
+		if busy && c.lends.marks != nil && len(recs) > 0 {
+			// A URL lent to the member working on its host's phase moves
+			// once its outcome came back (or the lend ended): moved now,
+			// its new owner could fetch or lend it meanwhile.
+			now := time.Now()
+			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
+				if r.State == frontier.Completed || !c.lends.lent(r.FP, now) {
+					return false
+				}
+				tot.kept++
+				return true
+			})
+		}
 		batch = append(batch, recs...)
 		for len(batch) >= rebalanceBatch || (end && len(batch) > 0) {
 			k := min(len(batch), rebalanceBatch)

@@ -400,6 +400,7 @@ func (s *scheduler) stop() {
 	n := s.n
 	refs := s.unstarted()
 	s.pending, s.nprio = nil, 0
+	n.giveBack(n.guests.clear())
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}
