@@ -379,9 +379,17 @@ func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
 		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}
 		urls[i] = frontier.NewURL{URL: g.URL, Host: outcomeHost(r), Depth: g.Depth}
 	}
-	local, err := c.fileFor(ctx, KindOutcome, urls, c.ring.Load().Owner)
+	ring := c.ring.Load()
+	local, err := c.fileFor(ctx, KindOutcome, urls, ring.Owner)
 	if err != nil {
 		return err
+	}
+	owners := map[string]bool{}
+	for _, g := range gs {
+		if o := ring.Owner(frontier.Fingerprint(g.URL)); o != "" && o != c.cfg.Name && !owners[o] {
+			owners[o] = true
+			c.x.Flush(o) // the next holder may have them at once
+		}
 	}
 	_, err = c.settleLent(ctx, local)
 	return err
