@@ -106,15 +106,19 @@ func (l *lending) returned(fp uint64, holder string, epoch int64) {
 	}
 }
 
-// expire forgets the expired marks of holders not pending.
-func (l *lending) expire(now time.Time) {
+// expire forgets the expired marks of holders not pending and returns
+// how many it forgot.
+func (l *lending) expire(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	for fp, m := range l.marks {
 		if !now.Before(m.until) && !l.pending[m.holder] {
 			l.drop(fp, m)
+			n++
 		}
 	}
+	return n
 }
 
 // lendGrace is how long after the end of the holder's phase a mark holds:
@@ -168,7 +172,9 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 		c.lends.mu.Lock()
 		c.lends.pending = hold
 		c.lends.mu.Unlock()
-		c.lends.expire(time.Now())
+		if c.lends.expire(time.Now()) > 0 && c.cfg.Wake != nil {
+			c.cfg.Wake() // URLs the scheduler skipped while lent may be fetched here now
+		}
 		if err := c.lendRound(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("lend URLs", "error", err)
 		}
@@ -464,8 +470,12 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		}
 	}
 	if len(rs) == 0 {
+		// Returned: lend them to the next holder, or fetch them here.
 		if c.cfg.Lend {
-			signal(c.lendKick) // lend the returned URLs to the next holder
+			signal(c.lendKick)
+		}
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
 		}
 		return 0, nil
 	}
