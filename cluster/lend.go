@@ -336,17 +336,30 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 	return len(gs)
 }
 
-// ReportLent implements node.Lender: the links found on a lent page that
-// this node owns go to storeLocal first; then one durable outbox write
-// files the other links for their owners (KindNew) and the outcome for
-// the URL's owner (KindOutcome), who receives the links before the
-// outcome (a batch is stored kind by kind, KindNew first). An outcome for
-// a URL this node owns now is settled here.
-func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, found []frontier.NewURL, storeLocal func([]frontier.NewURL) error) error {
+// SplitLinks implements node.Lender: the links this node owns, and the others.
+func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL) {
+	ring := c.ring.Load()
+	for _, u := range found {
+		if o := ring.Owner(frontier.Fingerprint(u.URL)); o == "" || o == c.cfg.Name {
+			local = append(local, u)
+		} else {
+			foreign = append(foreign, u)
+		}
+	}
+	return local, foreign
+}
+
+// ReportLent implements node.Lender: one durable outbox write files the
+// links found on a lent page that other members own for them (KindNew) and
+// the outcome for the URL's owner (KindOutcome), who receives the links
+// before the outcome (a batch is stored kind by kind, KindNew first); the
+// node has made its own links durable before. A link or an outcome this
+// node owns now (the members changed) is recorded here.
+func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign []frontier.NewURL) error {
 	ring := c.ring.Load()
 	files := map[string][]Entry{}
 	var local []frontier.NewURL
-	for _, u := range found {
+	for _, u := range foreign {
 		o := ring.Owner(frontier.Fingerprint(u.URL))
 		if o == "" || o == c.cfg.Name {
 			local = append(local, u)
@@ -355,7 +368,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, found []
 		files[o] = append(files[o], Entry{Kind: KindNew, NewURL: u})
 	}
 	if len(local) > 0 {
-		if err := storeLocal(local); err != nil {
+		if _, err := c.front.Add(ctx, local); err != nil {
 			return err
 		}
 	}

@@ -34,13 +34,14 @@ type LentOutcome struct {
 
 // Lender is an optional Router extension (the cluster). ReturnLent tells
 // the owners of guests this node will not fetch (its phase ended, its
-// trip stopped) that they may lend or fetch them again at once. ReportLent makes
-// a guest's fetch durable: it passes the links found on the page that this
-// node owns to storeLocal (which must make them durable), then files, in
-// one durable write, the other links for their owners and the outcome for
-// the URL's owner.
+// trip stopped) that they may lend or fetch them again at once.
+// SplitLinks separates the links found on a guest page that this node
+// owns from the others; once the node has made its own durable,
+// ReportLent files, in one durable write, the others for their owners and
+// the outcome for the URL's owner.
 type Lender interface {
-	ReportLent(ctx context.Context, out LentOutcome, found []frontier.NewURL, storeLocal func([]frontier.NewURL) error) error
+	SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL)
+	ReportLent(ctx context.Context, out LentOutcome, foreign []frontier.NewURL) error
 	ReturnLent(ctx context.Context, gs []Guest) error
 }
 
@@ -269,15 +270,23 @@ func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 	}
 }
 
-// guestPage records a guest's fetch before the trip's next request, so
-// that a crash can lose at most the one request in flight per worker: the
-// links found on it that this node owns are written to its frontier, then
-// one durable outbox write files the other links for their owners and the
-// outcome for the URL's owner, and only then is its crawl log line
-// written. A failure on the way leaves the outcome unreported: the owner
-// fetches the URL again later, and nothing is lost.
+// pendingGuest is a guest's fetch not recorded yet: its own links'
+// frontier write is under way (p, nil when there are none).
+type pendingGuest struct {
+	p       *frontier.Pending
+	out     LentOutcome
+	foreign []frontier.NewURL
+	entry   archive.LogEntry
+}
+
+// guestPage starts recording a guest's fetch: the links found on it that
+// this node owns go to its frontier (an asynchronous write); flushGuest
+// completes it before the trip's next request, so that a crash can lose
+// at most the one request in flight per worker, while the write overlaps
+// the host's politeness delay.
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
+	t.flushGuest()
 	found := t.found
 	t.found = nil
 	if res.FP == 0 || n.lender == nil {
@@ -285,21 +294,44 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 		return
 	}
 	res.Delay = t.delay
-	ctx := n.persistCtx
-	storeLocal := func(local []frontier.NewURL) error {
-		k, err := n.front.Settle(ctx, local, nil, nil)
-		t.added += k
-		return err
+	local, foreign := n.lender.SplitLinks(found)
+	g := &pendingGuest{out: LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}, foreign: foreign, entry: entry}
+	if len(local) > 0 {
+		g.p = n.front.SettleAsync(n.persistCtx, local, nil, nil)
 	}
-	out := LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}
-	if err := n.lender.ReportLent(ctx, out, found, storeLocal); err != nil {
-		n.log.Error("record a lent page (its owner will have it fetched again)", "error", err, "url", it.URL)
-		n.guests.release([]uint64{it.FP}) // not given back: the mark's expiry covers a report that may have been filed
+	t.guest = g
+}
+
+// flushGuest records the trip's pending guest: once its own links are
+// committed, one durable outbox write files the other links for their
+// owners and the outcome for the URL's owner; only then is its crawl log
+// line written. A failure on the way leaves the outcome unreported: the
+// owner fetches the URL again later, and nothing is lost.
+func (t *hostTrip) flushGuest() {
+	g := t.guest
+	if g == nil {
 		return
 	}
-	n.guests.done(it.FP, time.Now())
+	t.guest = nil
+	n := t.n
+	fp := g.out.FP
+	if g.p != nil {
+		k, err := g.p.Wait()
+		if err != nil {
+			n.log.Error("record URLs found on a lent page (its owner will have it fetched again)", "error", err, "url", g.out.URL)
+			n.guests.release([]uint64{fp})
+			return
+		}
+		t.added += k
+	}
+	if err := n.lender.ReportLent(n.persistCtx, g.out, g.foreign); err != nil {
+		n.log.Error("report a lent page to its owner (it will have it fetched again)", "error", err, "url", g.out.URL)
+		n.guests.release([]uint64{fp}) // not given back: the mark's expiry covers a report that may have been filed
+		return
+	}
+	n.guests.done(fp, time.Now())
 	n.m.GuestsFetched.Inc()
-	if err := n.clog.Write(entry); err != nil {
+	if err := n.clog.Write(g.entry); err != nil {
 		n.log.Error("crawl log", "error", err)
 	}
 }

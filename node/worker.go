@@ -44,6 +44,8 @@ type hostTrip struct {
 	added    int  // new URLs recorded by the committed settling writes
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
 
+	guest *pendingGuest // a guest's fetch being recorded (guest.go)
+
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
 
@@ -214,6 +216,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if err := t.pace(ctx); err != nil {
 		return 0, nil, nil, err
 	}
+	t.flushGuest()
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
@@ -271,7 +274,9 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.Reason, entry.Reason = "robots", "robots"
 		return
 	}
-	if err := t.pace(ctx); err != nil || !t.phaseOpen() {
+	perr := t.pace(ctx)
+	t.flushGuest() // the previous page, a guest, recorded before this request
+	if perr != nil || !t.phaseOpen() {
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
 		t.requeue = append(t.requeue, it.FP)
@@ -574,6 +579,7 @@ func (t *hostTrip) replicate(done []frontier.NewURL) {
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
+	t.flushGuest()
 	for t.polled < len(t.settling) {
 		t.awaitNext()
 	}
