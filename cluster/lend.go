@@ -77,6 +77,17 @@ func (l *lending) lent(fp uint64, now time.Time) bool {
 	return false
 }
 
+// active reports whether fp is lent and the lend has not run out (its
+// holder's phase and the grace are not over), whatever the holder's state:
+// a rebalance waits for this, not for lent (a holder that is not settled
+// waits for the rebalances of the others, which must not wait for it).
+func (l *lending) active(fp uint64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	return ok && now.Before(m.until)
+}
+
 // drop forgets the mark m of fp; l.mu held.
 func (l *lending) drop(fp uint64, m lendMark) {
 	delete(l.marks, fp)

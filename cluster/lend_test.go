@@ -49,6 +49,9 @@ func TestLendingMarks(t *testing.T) {
 	if !l.lent(2, now) {
 		t.Error("expired mark of a pending holder not held")
 	}
+	if l.active(2, now) || !l.active(1, now) {
+		t.Error("active: an expired mark counts, or a running one does not")
+	}
 	l.pending = nil
 	if l.lent(2, now) || l.out["q"] != 0 {
 		t.Errorf("expired mark still held (out %d)", l.out["q"])

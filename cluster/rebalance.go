@@ -82,11 +82,11 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 		}
 		if busy && c.lends.marks != nil && len(recs) > 0 {
 			// A URL lent to the member working on its host's phase moves
-			// once its outcome came back (or the lend ended): moved now,
+			// once its outcome came back or the lend ran out: moved now,
 			// its new owner could fetch or lend it meanwhile.
 			now := time.Now()
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
-				if r.State == frontier.Completed || !c.lends.lent(r.FP, now) {
+				if r.State == frontier.Completed || !c.lends.active(r.FP, now) {
 					return false
 				}
 				tot.kept++
