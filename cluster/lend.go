@@ -384,7 +384,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign 
 		}
 	}
 	oc := frontier.NewURL{URL: out.URL, Host: outcomeHost(out.Result), Depth: out.Depth}
-	owner := ring.Owner(out.FP)
+	owner := c.outcomeOwner(out.FP)
 	if owner != "" && owner != c.cfg.Name {
 		files[owner] = append(files[owner], Entry{Kind: KindOutcome, NewURL: oc})
 	}
@@ -409,20 +409,36 @@ func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
 		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}
 		urls[i] = frontier.NewURL{URL: g.URL, Host: outcomeHost(r), Depth: g.Depth}
 	}
-	ring := c.ring.Load()
-	local, err := c.fileFor(ctx, KindOutcome, urls, ring.Owner)
+	local, err := c.fileFor(ctx, KindOutcome, urls, c.outcomeOwner)
 	if err != nil {
 		return err
 	}
 	owners := map[string]bool{}
 	for _, g := range gs {
-		if o := ring.Owner(frontier.Fingerprint(g.URL)); o != "" && o != c.cfg.Name && !owners[o] {
+		if o := c.outcomeOwner(frontier.Fingerprint(g.URL)); o != "" && o != c.cfg.Name && !owners[o] {
 			owners[o] = true
 			c.x.Flush(o) // the next holder may have them at once
 		}
 	}
 	_, err = c.settleLent(ctx, local)
 	return err
+}
+
+// outcomeOwner is the member an outcome for the URL fp goes to: its
+// owner, counting the members away (declared dead less than
+// takeover_after ago). The records of an away member's share are in its
+// frontier, not at the member that owns them while it is away: its
+// outcomes wait for it (in the outbox) like its share's URLs wait for it
+// (Held); after takeover_after they go to the current owner.
+func (c *Cluster) outcomeOwner(fp uint64) string {
+	if a := c.away.Load(); a != nil {
+		if o := a.ring.Owner(fp); o != "" {
+			if until, ok := a.until[o]; ok && time.Now().Before(until) {
+				return o
+			}
+		}
+	}
+	return c.ring.Load().Owner(fp)
 }
 
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then

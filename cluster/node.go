@@ -280,6 +280,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	foreign := false
 	for _, u := range urls {
 		o := ring.Owner(frontier.Fingerprint(u.URL))
+		if kind == KindOutcome {
+			o = c.outcomeOwner(frontier.Fingerprint(u.URL))
+		}
 		if o == "" || o == c.cfg.Name || kind != KindNew && kind != KindOutcome {
 			local = append(local, u)
 			foreign = foreign || c.movable(o)
@@ -463,6 +466,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
+	xc.OutcomeOf = func(u frontier.NewURL) string { return c.outcomeOwner(frontier.Fingerprint(u.URL)) }
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]
 		return a, ok

@@ -112,6 +112,7 @@ func smallWebConfig() synthweb.Config {
 	wc := synthweb.DefaultConfig()
 	wc.Hosts /= 3
 	wc.Pages /= 3
+	wc.TrapHosts = 0 // the cluster's per-host cap is checked by TestProcMaxPagesPerHostClusterWide
 	if v, err := strconv.Atoi(os.Getenv("PHASECRAWL_BENCH_PAGES")); err == nil && v >= wc.Hosts {
 		wc.Pages = v
 	}
