@@ -55,9 +55,9 @@ type ExchangeConfig struct {
 	// (KindReplica entries; "" keeps them with the peer they were filed
 	// for). Must be fast. Default: replicas stay where they were filed.
 	ReplicaOf func(u frontier.NewURL) string
-	// OutcomeOf is the member a lent URL's outcome (KindOutcome) should
-	// now go to. Default: OwnerOf.
-	OutcomeOf func(u frontier.NewURL) string
+	// OutcomeOf is the member a lent URL's outcome (KindOutcome) filed
+	// for peer should now go to ("" keeps it there). Default: OwnerOf.
+	OutcomeOf func(peer string, u frontier.NewURL) string
 	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
@@ -266,7 +266,7 @@ func (x *Exchange) routeOf(peer string, e Entry) string {
 		return x.cfg.ReplicaOf(e.NewURL)
 	case KindOutcome:
 		if x.cfg.OutcomeOf != nil {
-			return x.cfg.OutcomeOf(e.NewURL)
+			return x.cfg.OutcomeOf(peer, e.NewURL)
 		}
 	}
 	return x.cfg.OwnerOf(e.NewURL)

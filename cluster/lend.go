@@ -274,7 +274,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		if c.Held(r.FP) {
 			continue // lent already, another member's, or its owner is away
 		}
-		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries), Depth: r.Depth}
+		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries, c.cfg.Name), Depth: r.Depth}
 		if redirects != nil {
 			u.Redirects = redirects.RedirectsOf(r.FP)
 		}
@@ -304,9 +304,9 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 }
 
 // lendHost is a lend entry's Host: the URL's host, a newline, the epoch it
-// is lent for and the URL's tries so far.
-func lendHost(host string, epoch int64, tries int) string {
-	return host + "\n" + strconv.FormatInt(epoch, 10) + " " + strconv.Itoa(tries)
+// is lent for, the URL's tries so far and the lender's name.
+func lendHost(host string, epoch int64, tries int, lender string) string {
+	return host + "\n" + strconv.FormatInt(epoch, 10) + " " + strconv.Itoa(tries) + " " + lender
 }
 
 // takeLends passes the URLs another member lent this node to the node,
@@ -322,13 +322,16 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 		if !ok {
 			continue
 		}
-		es, ts, _ := strings.Cut(rest, " ")
-		epoch, err1 := strconv.ParseInt(es, 10, 64)
-		tries, err2 := strconv.Atoi(ts)
+		f := strings.SplitN(rest, " ", 3)
+		if len(f) != 3 || f[2] == "" {
+			continue
+		}
+		epoch, err1 := strconv.ParseInt(f[0], 10, 64)
+		tries, err2 := strconv.Atoi(f[1])
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		g := node.Guest{NewURL: u, Tries: tries, Epoch: epoch, Until: st.RequestDeadline}
+		g := node.Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
 		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
 			back = append(back, g)
@@ -384,7 +387,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign 
 		}
 	}
 	oc := frontier.NewURL{URL: out.URL, Host: outcomeHost(out.Result), Depth: out.Depth}
-	owner := c.outcomeOwner(out.FP)
+	owner := c.outcomeTo(out.Lender, out.FP)
 	if owner != "" && owner != c.cfg.Name {
 		files[owner] = append(files[owner], Entry{Kind: KindOutcome, NewURL: oc})
 	}
@@ -409,19 +412,48 @@ func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
 		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}
 		urls[i] = frontier.NewURL{URL: g.URL, Host: outcomeHost(r), Depth: g.Depth}
 	}
-	local, err := c.fileFor(ctx, KindOutcome, urls, c.outcomeOwner)
+	to := make(map[uint64]string, len(gs))
+	for _, g := range gs {
+		fp := frontier.Fingerprint(g.URL)
+		to[fp] = c.outcomeTo(g.Lender, fp)
+	}
+	local, err := c.fileFor(ctx, KindOutcome, urls, func(fp uint64) string { return to[fp] })
 	if err != nil {
 		return err
 	}
 	owners := map[string]bool{}
-	for _, g := range gs {
-		if o := c.outcomeOwner(frontier.Fingerprint(g.URL)); o != "" && o != c.cfg.Name && !owners[o] {
+	for _, o := range to {
+		if o != "" && o != c.cfg.Name && !owners[o] {
 			owners[o] = true
 			c.x.Flush(o) // the next holder may have them at once
 		}
 	}
 	_, err = c.settleLent(ctx, local)
 	return err
+}
+
+// keepFor reports whether peer, a lender, is alive or away: the outcomes
+// of what it lent wait for it, since it keeps their records.
+func (c *Cluster) keepFor(peer string) bool {
+	if _, ok := (*c.addrs.Load())[peer]; ok {
+		return true
+	}
+	if a := c.away.Load(); a != nil {
+		if until, ok := a.until[peer]; ok && time.Now().Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomeTo is the member an outcome for the URL fp lent by lender goes
+// to: the lender, which keeps the record, while it is alive or away; its
+// owner otherwise (outcomeOwner).
+func (c *Cluster) outcomeTo(lender string, fp uint64) string {
+	if lender != "" && (lender == c.cfg.Name || c.keepFor(lender)) {
+		return lender
+	}
+	return c.outcomeOwner(fp)
 }
 
 // outcomeOwner is the member an outcome for the URL fp goes to: its
@@ -482,14 +514,17 @@ func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
 }
 
 // settleLent records the outcomes of URLs this node lent (KindOutcome
-// entries it owns), forgets their marks and replicates the completed ones.
+// entries that reached it), forgets their marks and replicates the
+// completed ones. An outcome whose record is not here in a state it can
+// settle (the record moved to a new owner, or was never here: the sender's
+// view was behind) goes on to the URL's owner, at most maxOutcomeHops
+// times.
 func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
 	}
 	rs := make([]frontier.Result, 0, len(urls))
-	var done []frontier.NewURL
-	fps := make([]uint64, 0, len(urls))
+	us := make([]frontier.NewURL, 0, len(urls))
 	for _, u := range urls {
 		r, ok := parseOutcome(u)
 		if !ok {
@@ -504,10 +539,7 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			continue
 		}
 		rs = append(rs, r)
-		fps = append(fps, r.FP)
-		if r.State == frontier.Completed {
-			done = append(done, frontier.NewURL{URL: u.URL, Host: r.Host, Depth: u.Depth})
-		}
+		us = append(us, u)
 	}
 	if len(rs) == 0 {
 		// Returned: lend them to the next holder, or fetch them here.
@@ -519,12 +551,37 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		}
 		return 0, nil
 	}
-	n, err := c.front.SettleLent(ctx, rs)
+	settled, err := c.front.SettleLent(ctx, rs)
 	if err != nil {
 		return 0, err
 	}
+	fps := make([]uint64, 0, len(rs))
+	var done []frontier.NewURL
+	fwd := map[string][]Entry{}
+	ring := c.ring.Load()
+	n := 0
+	for i, r := range rs {
+		fps = append(fps, r.FP)
+		if settled[i] {
+			n++
+			if r.State == frontier.Completed {
+				done = append(done, frontier.NewURL{URL: us[i].URL, Host: r.Host, Depth: us[i].Depth})
+			}
+			continue
+		}
+		if o := ring.Owner(r.FP); o != "" && o != c.cfg.Name && us[i].Redirects < maxOutcomeHops {
+			u := us[i]
+			u.Redirects++
+			fwd[o] = append(fwd[o], Entry{Kind: KindOutcome, NewURL: u})
+		}
+	}
 	c.lends.settle(fps)
 	c.lentSettled.Add(uint64(n))
+	if len(fwd) > 0 {
+		if err := c.outbox.putEntries(ctx, fwd); err != nil {
+			return n, err
+		}
+	}
 	if err := c.Replicate(ctx, done); err != nil {
 		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
 	}
@@ -534,16 +591,6 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	return n, nil
 }
 
-// outcomeWhileLeaving takes the outcomes of URLs this node lent that
-// arrive while it hands its records off: each settles the record here if
-// it has not left yet (it then leaves as a completed one), and goes on to
-// the URL's owner without this node, behind the record if that already
-// left (the outbox is ordered), so the new owner does not fetch it again.
-func (c *Cluster) outcomeWhileLeaving(ctx context.Context, ring *Ring, urls []frontier.NewURL) (int, error) {
-	n, err := c.settleLent(ctx, urls)
-	if err != nil {
-		return 0, err
-	}
-	_, err = c.fileFor(ctx, KindOutcome, urls, ring.Owner)
-	return n, err
-}
+// maxOutcomeHops bounds how often an outcome is passed on (its entry's
+// Redirects counts the hops), should members' views disagree for a while.
+const maxOutcomeHops = 3

@@ -268,7 +268,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
 		if kind == KindOutcome {
-			return c.outcomeWhileLeaving(ctx, ring, urls)
+			// Settled here if the record has not left yet (it then leaves
+			// as a completed one), forwarded to the next owner otherwise.
+			return c.settleLent(ctx, urls)
 		}
 		return 0, errLeaving
 	}
@@ -280,10 +282,7 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	foreign := false
 	for _, u := range urls {
 		o := ring.Owner(frontier.Fingerprint(u.URL))
-		if kind == KindOutcome {
-			o = c.outcomeOwner(frontier.Fingerprint(u.URL))
-		}
-		if o == "" || o == c.cfg.Name || kind != KindNew && kind != KindOutcome {
+		if o == "" || o == c.cfg.Name || kind != KindNew {
 			local = append(local, u)
 			foreign = foreign || c.movable(o)
 			continue
@@ -466,7 +465,12 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
-	xc.OutcomeOf = func(u frontier.NewURL) string { return c.outcomeOwner(frontier.Fingerprint(u.URL)) }
+	xc.OutcomeOf = func(peer string, u frontier.NewURL) string {
+		if c.keepFor(peer) {
+			return "" // the lender keeps the record
+		}
+		return c.outcomeOwner(frontier.Fingerprint(u.URL))
+	}
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]
 		return a, ok

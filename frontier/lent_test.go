@@ -29,9 +29,9 @@ func TestSettleLent(t *testing.T) {
 		{FP: Fingerprint(c), Host: "a.test", State: Completed, Status: 404, Reason: "http_4xx"},
 		{FP: Fingerprint(d), Host: "a.test", State: Completed, Status: 200, Reason: "ok"}, // unknown
 	}
-	n, err := f.SettleLent(ctx, rs)
-	if err != nil || n != 3 {
-		t.Fatalf("SettleLent = %d, %v; want 3 settled", n, err)
+	done, err := f.SettleLent(ctx, rs)
+	if err != nil || len(done) != 4 || !done[0] || !done[1] || !done[2] || done[3] {
+		t.Fatalf("SettleLent = %v, %v; want the first 3 settled", done, err)
 	}
 	for _, tc := range []struct {
 		url    string
@@ -47,8 +47,8 @@ func TestSettleLent(t *testing.T) {
 		t.Errorf("counts %+v, want 0 in list, 0 in progress, 2 completed, 1 stalled", got)
 	}
 	// A second outcome for a COMPLETED record changes nothing.
-	if n, err := f.SettleLent(ctx, rs[:1]); err != nil || n != 0 {
-		t.Errorf("SettleLent of a completed record = %d, %v; want 0", n, err)
+	if done, err := f.SettleLent(ctx, rs[:1]); err != nil || done[0] {
+		t.Errorf("SettleLent of a completed record = %v, %v; want not settled", done, err)
 	}
 	if _, err := f.SettleLent(ctx, []Result{{FP: 1, Host: "a.test", State: InList}}); err == nil {
 		t.Error("SettleLent accepted a result in state IN_LIST")

@@ -19,6 +19,9 @@ import (
 type Guest struct {
 	frontier.NewURL
 	Tries int
+	// Lender is the member that lent it (its owner when it lent it), which
+	// keeps the record: the outcome goes back to it.
+	Lender string
 	// Epoch is the epoch the URL was lent for; Until the local time at
 	// which this node's phase in that epoch ends.
 	Epoch int64
@@ -27,8 +30,9 @@ type Guest struct {
 
 // LentOutcome is the result of a guest's fetch, for its owner.
 type LentOutcome struct {
-	URL   string
-	Depth int
+	URL    string
+	Depth  int
+	Lender string
 	frontier.Result
 }
 
@@ -147,6 +151,13 @@ func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]Guest {
 		}
 	}
 	return out
+}
+
+// lender is the member that lent the guest fp ("" when unknown).
+func (p *guestPool) lender(fp uint64) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queued[fp].Lender
 }
 
 // putBack returns guests the bucket refused to the pool.
@@ -295,7 +306,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	}
 	res.Delay = t.delay
 	local, foreign := n.lender.SplitLinks(found)
-	g := &pendingGuest{out: LentOutcome{URL: it.URL, Depth: it.Depth, Result: res}, foreign: foreign, entry: entry}
+	g := &pendingGuest{out: LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
 	if len(local) > 0 {
 		g.p = n.front.SettleAsync(n.persistCtx, local, nil, nil)
 	}
