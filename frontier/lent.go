@@ -16,7 +16,8 @@ import (
 // -> COMPLETED, or STALLED for a retry, Tries counted, host statistics
 // updated); an IN_PROGRESS one (being fetched here as well) takes it too,
 // and its own result is then ignored as stale. Records in any other state,
-// and unknown fingerprints, are left alone. It returns, for each result,
+// records a rebalance claimed (being moved to another node) and unknown
+// fingerprints are left alone. It returns, for each result,
 // whether it was recorded.
 func (f *Frontier) SettleLent(ctx context.Context, rs []Result) ([]bool, error) {
 	if len(rs) == 0 {
@@ -31,6 +32,9 @@ func (f *Frontier) SettleLent(ctx context.Context, rs []Result) ([]bool, error) 
 		n := 0
 		for i, r := range rs {
 			key := keyRef{HostKey(r.Host), r.FP}
+			if st.claimed(key) {
+				continue // being moved to another node: the result goes there
+			}
 			if _, err := st.mark([]keyRef{key}); err != nil {
 				return 0, fmt.Errorf("settle lent: %w", err)
 			}

@@ -43,12 +43,23 @@ func TestSettleLent(t *testing.T) {
 			t.Errorf("%s: state %v status %d tries %d, want %v %d 1", tc.url, r.State, r.Status, r.Tries, tc.state, tc.status)
 		}
 	}
-	if got := f.Counts(); got.InList != 0 || got.InProgress != 0 || got.Completed != 2 || got.Stalled != 1 {
+	if got := f.Counts(); got.InList != 0 || got.InProgress != 0 || got.Completed != 2 || got.Stalled != 1 { // before the claim below
 		t.Errorf("counts %+v, want 0 in list, 0 in progress, 2 completed, 1 stalled", got)
 	}
 	// A second outcome for a COMPLETED record changes nothing.
 	if done, err := f.SettleLent(ctx, rs[:1]); err != nil || done[0] {
 		t.Errorf("SettleLent of a completed record = %v, %v; want not settled", done, err)
+	}
+	// A record claimed by a rebalance (being moved) is left to its new owner.
+	const e = "http://a.test/5"
+	if _, err := f.Add(ctx, []NewURL{{URL: e, Host: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Claim(ctx, []Ref{RefOf(e)}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := f.SettleLent(ctx, []Result{{FP: Fingerprint(e), Host: "a.test", State: Completed, Status: 200}}); err != nil || done[0] {
+		t.Errorf("SettleLent of a claimed record = %v, %v; want not settled", done, err)
 	}
 	if _, err := f.SettleLent(ctx, []Result{{FP: 1, Host: "a.test", State: InList}}); err == nil {
 		t.Error("SettleLent accepted a result in state IN_LIST")
