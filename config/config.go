@@ -138,8 +138,8 @@ type Cluster struct {
 	// Lend: a member lends the URLs it owns that wait for its turn on
 	// their host's phase to the member that works on that phase now; it
 	// keeps their records and settles them when the outcome comes back
-	// (docs/design/lending.md). Default true; false: every URL waits for
-	// its owner's turn.
+	// (docs/design/lending.md). Default false: every URL waits for its
+	// owner's turn.
 	Lend bool `yaml:"lend"`
 }
 
@@ -339,7 +339,7 @@ func Default() Config {
 		WARC:     WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
 		Log:      Log{Level: "info", Format: "text"},
 		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
-			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour, Lend: true},
+			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour},
 	}
 }
 

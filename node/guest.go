@@ -96,10 +96,15 @@ func (n *Node) AddGuests(gs []Guest) (refused []Guest) {
 			continue
 		}
 		if _, ok := p.fetched[fp]; ok {
+			// Fetched and reported here, and lent again: the owner has
+			// not settled it (its outcome was lost). Given back, so that
+			// the lend ends now rather than recurring each epoch; the
+			// next holder or the owner fetches it again.
+			refused = append(refused, g)
 			continue
 		}
 		if p.n >= maxGuests {
-			refused = gs[i:]
+			refused = append(refused, gs[i:]...)
 			break
 		}
 		p.queued[fp] = g

@@ -12,7 +12,7 @@ import (
 
 // BenchmarkCrawlDefaults crawls a synthetic web of about 10,000 pages with
 // delay 0 and the shipped settings otherwise (phase_duration, guard,
-// workers, batch delay, lending), with one node alone and with three
+// workers, batch delay), with one node alone and with three
 // cluster nodes, each a process on its own loopback address, and reports
 // the time from the seeds to the last page, pages/s, the pages served
 // twice and, for the cluster, the URLs lent (fetched by the member working
@@ -20,8 +20,8 @@ import (
 //
 //	go test ./test/cluster -run '^$' -bench CrawlDefaults -benchtime 1x -count 3
 //
-// PHASECRAWL_BENCH_LEND=false runs the cluster without lending
-// (cluster.lend); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
+// PHASECRAWL_BENCH_LEND=true runs the cluster with lending (cluster.lend,
+// off by default); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
 // override the phase duration and cluster.batch_delay;
 // PHASECRAWL_BENCH_SERIES=1 logs the pages served per second.
 func BenchmarkCrawlDefaults(b *testing.B) {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestProcLendingChain: three nodes with the shipped phases (30s epochs,
-// 5s guard) crawl a web of about 10,000 pages reached through chains of
+// 5s guard) and cluster.lend on crawl a web of about 10,000 pages reached through chains of
 // links many levels deep. Without lending, a URL waits for its owner's
 // turn on its host's phase (up to 3 epochs) and every level of a chain
 // waits again: the same crawl took 180-540s, 6 to 18 epochs
@@ -26,7 +26,7 @@ func TestProcLendingChain(t *testing.T) {
 	web, webAddr, exp := startWeb(t, smallWebConfig())
 	const epochs = 4
 	c := newProcCluster(t, web, webAddr)
-	c.phase, c.shipped = phase, true
+	c.phase, c.shipped, c.env = phase, true, []string{"PHASECRAWL_CLUSTER_LEND=true"}
 	ps := startCluster(t, c, 3)
 	start := time.Now()
 	if err := ps[0].postSeeds(web.Seeds()); err != nil {
@@ -53,7 +53,7 @@ func TestProcLendingChain(t *testing.T) {
 	}
 }
 
-// TestProcLendingKill: during a crawl with lending under way, the member
+// TestProcLendingKill: during a crawl with lending (cluster.lend) under way, the member
 // that holds lent URLs and a member that lent them are killed with SIGKILL
 // together (the survivor, alone, is fenced), then both restart with their
 // --name and --data. The owners' records never left them and the marks of
@@ -61,7 +61,16 @@ func TestProcLendingChain(t *testing.T) {
 // every page fetched twice was in flight at the kill on one of the two
 // (never logged by it), at most one per worker of each.
 func TestProcLendingKill(t *testing.T) {
-	c, exp, ps := startCrawl(t, 3, 0)
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	web, webAddr, exp := clusterWeb(t)
+	c := newProcCluster(t, web, webAddr)
+	c.env = []string{"PHASECRAWL_CLUSTER_LEND=true"}
+	ps := startCluster(t, c, 3)
+	if err := ps[0].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
 	var pr progress
 	lentNow := func() float64 {
 		var lent float64
