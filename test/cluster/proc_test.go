@@ -172,6 +172,10 @@ func (p *proc) start(join ...string) {
 			"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
 		)
 	}
+	if v := os.Getenv("PHASECRAWL_TEST_LEND"); v != "" {
+		// Runs any test of the package with cluster.lend set (its own env may override).
+		cmd.Env = append(cmd.Env, "PHASECRAWL_CLUSTER_LEND="+v)
+	}
 	cmd.Env = append(cmd.Env, c.env...)
 	lf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
