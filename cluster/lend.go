@@ -298,7 +298,6 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		c.lends.settle(fps) // not lent after all
 		return fmt.Errorf("lend %d URLs to %s: %w", len(lend), peer, err)
 	}
-	c.lent.Add(uint64(len(lend)))
 	c.x.Flush(peer)
 	return nil
 }
@@ -576,7 +575,6 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		}
 	}
 	c.lends.settle(fps)
-	c.lentSettled.Add(uint64(n))
 	if len(fwd) > 0 {
 		if err := c.outbox.putEntries(ctx, fwd); err != nil {
 			return n, err

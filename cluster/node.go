@@ -217,8 +217,6 @@ type Cluster struct {
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	lends       lending       // URLs lent to other members (lend.go)
 	lendKick    chan struct{} // URLs arrived: lend now
-	lent        atomic.Uint64 // URLs lent
-	lentSettled atomic.Uint64 // outcomes of lent URLs settled here
 	movedURLs   atomic.Uint64
 	movedFPs    atomic.Uint64
 
