@@ -11,8 +11,8 @@ import (
 // 5s guard) and cluster.lend on crawl a web of about 10,000 pages reached through chains of
 // links many levels deep. Without lending, a URL waits for its owner's
 // turn on its host's phase (up to 3 epochs) and every level of a chain
-// waits again: the same crawl took 180-540s, 6 to 18 epochs
-// (cluster.lend=false). With lending, the member that works on a host's
+// waits again: the same crawl took 540s, 18 epochs (cluster.lend=false,
+// BenchmarkCrawlDefaults). With lending, the member that works on a host's
 // phase fetches the URLs the others own of it, so the crawl ends within 4
 // epochs: the bound is counted in epochs (a latency bound that fails
 // without the mechanism, not a timing claim), and the lent fetches are
