@@ -59,6 +59,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	nodes := fs.Int("nodes", 1, "cluster nodes, on 127.0.0.1 ... 127.0.0.N (1..50; loopback aliases, as Linux has)")
 	phase := fs.Duration("phase-duration", 2*time.Second, "phase epoch of a cluster (--nodes > 1)")
+	lend := fs.Bool("lend", config.Default().Cluster.Lend, "lend waiting URLs to the member working on their host's phase (cluster.lend; --nodes > 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -108,7 +109,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		dn = append(dn, &demoNode{name: cfg.Name, data: cfg.Data, n: n})
-	} else if dn, err = startDemoCluster(runCtx, srv, dir, *delay, *workers, *nodes, *phase, log, stderr); err != nil {
+	} else if dn, err = startDemoCluster(runCtx, srv, dir, *delay, *workers, *nodes, *phase, *lend, log, stderr); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -158,6 +158,7 @@ func newClusterHook(cfg config.Config, key []byte, tlsConf *tls.Config, api stri
 		cc.Scope = env.SeedHosts
 		cc.Robots = env.Robots
 		cc.Redirects = env.Redirects
+		cc.Guests = env.Guests
 		c, err := cluster.Start(cc, env.Frontier, log)
 		if err != nil {
 			return nil, nil, nil, err

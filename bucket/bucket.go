@@ -56,6 +56,9 @@ type Item struct {
 	// Due is, for a revisit (recurring crawls), when the URL was due
 	// again; zero for a first visit.
 	Due time.Time
+	// Guest: the URL is another member's, lent to this node for the
+	// host's phase (node.Guest); its outcome goes back to the owner.
+	Guest bool
 }
 
 // Outcome is the result of Add.

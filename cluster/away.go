@@ -66,7 +66,11 @@ func (c *Cluster) Held(fp uint64) bool {
 	if o := c.ring.Load().Owner(fp); o != "" && o != c.cfg.Name {
 		return true
 	}
-	return c.away.Load().held(fp, time.Now())
+	now := time.Now()
+	if c.lends.marks != nil && c.lends.lent(fp, now) {
+		return true // lent to the member that works on its host's phase
+	}
+	return c.away.Load().held(fp, now)
 }
 
 func (a *away) held(fp uint64, now time.Time) bool {

@@ -55,6 +55,9 @@ type ExchangeConfig struct {
 	// (KindReplica entries; "" keeps them with the peer they were filed
 	// for). Must be fast. Default: replicas stay where they were filed.
 	ReplicaOf func(u frontier.NewURL) string
+	// OutcomeOf is the member a lent URL's outcome (KindOutcome) filed
+	// for peer should now go to ("" keeps it there). Default: OwnerOf.
+	OutcomeOf func(peer string, u frontier.NewURL) string
 	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
@@ -249,7 +252,7 @@ func (x *Exchange) route(ctx context.Context, kind Kind, urls []frontier.NewURL)
 // ("" = where it is, dropEntry = nowhere).
 func (x *Exchange) routeOf(peer string, e Entry) string {
 	switch e.Kind {
-	case KindScope, KindRobots:
+	case KindScope, KindRobots, KindLend:
 		// For that member alone: kept while it is a member, dropped once
 		// it is gone (it gets the whole set again when it comes back).
 		if _, ok := x.cfg.AddrOf(peer); ok {
@@ -261,6 +264,10 @@ func (x *Exchange) routeOf(peer string, e Entry) string {
 			return ""
 		}
 		return x.cfg.ReplicaOf(e.NewURL)
+	case KindOutcome:
+		if x.cfg.OutcomeOf != nil {
+			return x.cfg.OutcomeOf(peer, e.NewURL)
+		}
 	}
 	return x.cfg.OwnerOf(e.NewURL)
 }

@@ -45,7 +45,18 @@ const (
 	// the fetch time in Unix milliseconds, a newline and the canonical
 	// body.
 	KindRobots Kind = 5
-	maxKind         = KindRobots
+	// KindLend lends an IN_LIST URL to the member that works on its
+	// host's phase now (cluster.lend, lend.go); the owner keeps the
+	// record. Host is the URL's host, a newline, the epoch it is lent for
+	// and the URL's tries; Depth and Redirects as KindNew. For that member
+	// alone: dropped once it is gone, and by it when the epoch is over.
+	KindLend Kind = 6
+	// KindOutcome reports the outcome of a lent URL's fetch to its owner,
+	// which settles the record as if it had fetched it. Host is the URL's
+	// host, a newline, then state, HTTP status, retry time (Unix ms), body
+	// bytes, delay (ms) and reason; routed to the URL's owner as KindNew.
+	KindOutcome Kind = 7
+	maxKind          = KindOutcome
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -88,7 +99,7 @@ var errTrunc = errors.New("truncated")
 func checkEntry(e Entry) error {
 	switch {
 	case e.Kind > maxKind:
-		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica), 4 (scope) or 5 (robots)", e.Kind)
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica), 4 (scope), 5 (robots), 6 (lend) or 7 (outcome)", e.Kind)
 	case e.Kind == KindRobots && e.Host == "":
 		return fmt.Errorf("robots entry: must have a host")
 	case e.Kind == KindScope && (e.Host == "" || e.URL != ""):

@@ -20,6 +20,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // NodeConfig configures Start: the cluster layer of one node.
@@ -94,6 +95,15 @@ type NodeConfig struct {
 	// ReconnectInterval is how often the node tries to join the members
 	// declared dead and the Join addresses again (reconnect.go). Default 10s.
 	ReconnectInterval time.Duration
+	// Lend lends the URLs waiting for this node's turn on their host's
+	// phase to the member that works on that phase now (cluster.lend,
+	// lend.go).
+	Lend bool
+	// Guests takes the URLs other members lend this node (the node's
+	// guest pool). nil: lends are dropped.
+	Guests interface {
+		AddGuests([]node.Guest) []node.Guest
+	}
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
@@ -115,6 +125,7 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 		FenceAfter: k.FenceAfter, ReconnectInterval: k.ReconnectInterval, ReconnectTimeout: k.ReconnectTimeout,
+		Lend: k.Lend,
 	}
 }
 
@@ -204,6 +215,8 @@ type Cluster struct {
 	view        atomic.Pointer[NodeMeta] // View and ViewFrom to gossip
 	swaps       atomic.Uint64
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
+	lends       lending       // URLs lent to other members (lend.go)
+	lendKick    chan struct{} // URLs arrived: lend now
 	movedURLs   atomic.Uint64
 	movedFPs    atomic.Uint64
 
@@ -247,9 +260,16 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		return c.addSeedHosts(urls)
 	case KindRobots:
 		return c.importRobots(urls), nil
+	case KindLend:
+		return c.takeLends(ctx, urls), nil
 	}
 	ring := c.ring.Load()
 	if c.leaving.Load() && ring.Len() > 0 {
+		if kind == KindOutcome {
+			// Settled here if the record has not left yet (it then leaves
+			// as a completed one), forwarded to the next owner otherwise.
+			return c.settleLent(ctx, urls)
+		}
 		return 0, errLeaving
 	}
 	if c.cfg.Redirects != nil && (kind == KindNew || kind == KindMoved) {
@@ -283,6 +303,9 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	switch kind {
 	case KindDone:
 		n, err = c.front.AddDone(ctx, local)
+	case KindOutcome:
+		n, err = c.settleLent(ctx, local)
+		foreign = false
 	case KindReplica:
 		// Kept here whoever owns them: a rebalance leaves a replica where
 		// this node ranks second for its URL, and moves it otherwise.
@@ -294,8 +317,11 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 	if err == nil && foreign {
 		signal(c.rebKick) // moved here by a member whose view differs: move them on
 	}
-	if n > 0 && (kind == KindNew || kind == KindMoved) && c.cfg.Wake != nil {
-		c.cfg.Wake()
+	if n > 0 && (kind == KindNew || kind == KindMoved) {
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+		signal(c.lendKick)
 	}
 	return n, err
 }
@@ -383,7 +409,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = 10 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process
@@ -437,6 +463,12 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.Local = localStore{c}
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
+	xc.OutcomeOf = func(peer string, u frontier.NewURL) string {
+		if c.keepFor(peer) {
+			return "" // the lender keeps the record
+		}
+		return c.outcomeOwner(frontier.Fingerprint(u.URL))
+	}
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]
 		return a, ok
@@ -481,6 +513,10 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.rebCancel = rcancel
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
 	c.rebWG.Go(func() { c.gate(rctx) })
+	if cfg.Lend {
+		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
+		c.rebWG.Go(func() { c.lendLoop(rctx) })
+	}
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())
 	ok = true
 	return c, nil

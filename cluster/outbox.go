@@ -204,6 +204,48 @@ func (o *Outbox) put(ctx context.Context, peer string, kind Kind, urls []frontie
 	})
 }
 
+// putEntries files entries of any kinds for several peers in one durable
+// write: all of them, or (on error) none.
+func (o *Outbox) putEntries(ctx context.Context, files map[string][]Entry) error {
+	vals := map[string][][]byte{}
+	total := 0
+	for peer, es := range files {
+		if peer == "" {
+			return errors.New("cluster: outbox put: empty peer name")
+		}
+		for _, e := range es {
+			if err := checkEntry(e); err != nil {
+				return fmt.Errorf("cluster: outbox put %q: %w", e.URL, err)
+			}
+			vals[peer] = append(vals[peer], appendEntry(nil, e))
+			total++
+		}
+	}
+	if total == 0 {
+		return nil
+	}
+	return o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+		if n := o.total + d.total + total; n > o.cfg.MaxURLs {
+			return opError{fmt.Errorf("cluster: outbox put %d URLs: %d waiting, max_urls=%d: %w",
+				total, o.total+d.total, o.cfg.MaxURLs, ErrOutboxFull)}
+		}
+		for peer, vs := range vals {
+			q, err := tx.Bucket(bkQueue).CreateBucketIfNotExists([]byte(peer))
+			if err != nil {
+				return err
+			}
+			q.FillPercent = 0.95 // keys are appended in order
+			for _, v := range vs {
+				if err := appendSeq(q, v); err != nil {
+					return err
+				}
+			}
+			d.add(peer, len(vs))
+		}
+		return nil
+	})
+}
+
 // Pending returns the URLs waiting per peer (peers with none are left out).
 func (o *Outbox) Pending() map[string]int {
 	o.mu.Lock()

@@ -80,6 +80,19 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 				return true
 			})
 		}
+		if busy && c.lends.marks != nil && len(recs) > 0 {
+			// A URL lent to the member working on its host's phase moves
+			// once its outcome came back or the lend ran out: moved now,
+			// its new owner could fetch or lend it meanwhile.
+			now := time.Now()
+			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
+				if r.State == frontier.Completed || !c.lends.active(r.FP, now) {
+					return false
+				}
+				tot.kept++
+				return true
+			})
+		}
 		batch = append(batch, recs...)
 		for len(batch) >= rebalanceBatch || (end && len(batch) > 0) {
 			k := min(len(batch), rebalanceBatch)
@@ -268,6 +281,20 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		}
 		if !sleepCtx(ctx, wait) {
 			return
+		}
+	}
+	if c.cfg.Lend {
+		// The outcomes of URLs lent by a member that restarted wait in
+		// this node's outbox: it is settled for the new member set only
+		// once they are delivered, so that member, which lends and fetches
+		// only once every member is settled (gate), settles them first.
+		for _, peer := range ring.Members() {
+			if _, ok := marks[peer]; ok || peer == c.cfg.Name {
+				continue
+			}
+			if mark, err := c.outbox.Mark(peer); err == nil && mark > 0 {
+				marks[peer] = mark
+			}
 		}
 	}
 	for peer, mark := range marks {

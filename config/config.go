@@ -180,6 +180,12 @@ type Cluster struct {
 	// ReconnectTimeout is how long after a member was declared dead it is
 	// tried again. Default 24h, valid 0 (forever)..8760h.
 	ReconnectTimeout time.Duration `yaml:"reconnect_timeout"`
+	// Lend: a member lends the URLs it owns that wait for its turn on
+	// their host's phase to the member that works on that phase now; it
+	// keeps their records and settles them when the outcome comes back
+	// (docs/design/lending.md). Default false: every URL waits for its
+	// owner's turn.
+	Lend bool `yaml:"lend"`
 }
 
 // Enabled reports whether the node joins a cluster (cluster.gossip is set).

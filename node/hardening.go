@@ -199,3 +199,16 @@ func (n *Node) RememberRedirects(urls []frontier.NewURL) {
 		}
 	}
 }
+
+// RedirectsOf is the redirect chain length remembered for the URL with
+// fingerprint fp (0: none), which travels with the URL when the cluster
+// lends it to another member.
+func (n *Node) RedirectsOf(fp uint64) int {
+	if n.hard == nil {
+		return 0
+	}
+	if h, ok := n.hard.redirects.Get(fp); ok {
+		return int(h)
+	}
+	return 0
+}

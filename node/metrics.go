@@ -22,6 +22,8 @@ type Metrics struct {
 	URLsDiscovered prometheus.Counter
 	URLsNew        prometheus.Counter
 	URLsTaken      prometheus.Counter
+	GuestsReceived prometheus.Counter
+	GuestsFetched  prometheus.Counter
 	StalledRetries prometheus.Counter
 	Truncated      prometheus.Counter
 	OutOfScope     *prometheus.CounterVec // {reason}
@@ -72,6 +74,12 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		URLsTaken: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_urls_taken_total", Help: "URLs a host trip took for itself (up to bucket.list_cap): new ones from its own pages' links, and, for the last page of its list, ones its host had queued.",
 		}),
+		GuestsReceived: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_guests_received_total", Help: "URLs other members lent this node for the host phase it works on (cluster.lend), dropped duplicates not counted.",
+		}),
+		GuestsFetched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_guests_fetched_total", Help: "Lent URLs this node fetched and reported to their owners (cluster.lend).",
+		}),
 		StalledRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_stalled_retries_total", Help: "STALLED URLs released by the retry lane for another try.",
 		}),
@@ -104,7 +112,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 	})
 	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied, m.Sitemaps, m.CanonicalPages,
-		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.StalledRetries, m.Truncated, m.OutOfScope,
+		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.GuestsReceived, m.GuestsFetched, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),
 		newStateCollector("phasecrawl_bucket_elements", "Bucket elements, by state.", bucketStates),
 		collectors.NewGoCollector(),

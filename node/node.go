@@ -94,6 +94,8 @@ type ClusterEnv struct {
 	// Robots is the node's robots.txt cache: the cluster imports into it
 	// the robots.txt the other nodes fetched.
 	Robots *fetch.Robots
+	// Guests takes the URLs other members lend this node (guest.go).
+	Guests interface{ AddGuests([]Guest) []Guest }
 	// SeedHosts is the node's durable set of seed hosts, its scope when no
 	// allow_hosts or allow_domains is configured; nil otherwise. The
 	// cluster adds the seed hosts of the other members to it.
@@ -213,6 +215,8 @@ type Node struct {
 	split     LocalSplitter // router's view for workers (splitterOf)
 	repl      Replicator    // nil: the router keeps no second copies
 	holder    Holder        // nil: no URL waits for an absent owner
+	lender    Lender        // nil: no URL is lent to this node
+	guests    *guestPool    // URLs other members lent this node (guest.go)
 	phases    PhaseClock
 	lat       *latencies // per-host response times, for the phase deadline (worker.go)
 	bw        *bandwidth.Budget
@@ -282,6 +286,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		phases:   opts.Phases,
 		lat:      newLatencies(),
 		times:    newHostTimes(),
+		guests:   newGuestPool(),
 		backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
 		started:  time.Now(),
 		wake:     make(chan struct{}, 1),
@@ -333,7 +338,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}
 	if opts.Cluster != nil {
-		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n}
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n, Guests: n}
 		if n.seedHosts != nil {
 			env.SeedHosts = n.seedHosts
 		}
@@ -440,6 +445,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.split = splitterOf(n.router)
 	n.repl, _ = n.router.(Replicator)
 	n.holder, _ = n.router.(Holder)
+	n.lender, _ = n.router.(Lender)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
@@ -524,6 +530,7 @@ func (n *Node) Run(ctx context.Context) error {
 	// fetches for up to shutdown_timeout after ctx is done.
 	workCtx, stopWork := context.WithCancel(context.Background())
 	defer stopWork()
+
 	var workers sync.WaitGroup
 	for i := 0; i < n.cfg.Workers; i++ {
 		workers.Add(1)

@@ -320,6 +320,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	if s.cursor == nil && s.scanned == 0 {
 		s.dirty = false // a new pass sees every change made so far
 		s.passAt = now
+		s.placeGuests(now, phase, s.nphase)
 	}
 	limit := min(scanChunk, n.cfg.Frontier.Window-s.scanned)
 	accept := func(host string) bool { return n.bkt.Accepts(host, frontier.HostHash(host)) }
@@ -415,6 +416,7 @@ func (s *scheduler) swap(phase, nphase int) {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
 	s.pending, s.nprio, s.urgent, s.dead = nil, 0, s.urgent[:0], nil
+	n.giveBack(n.guests.clear()) // lent for the phase that ended
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at phase swap", "error", err)
 	}
@@ -435,6 +437,7 @@ func (s *scheduler) stop() {
 	n := s.n
 	refs := s.unstarted()
 	s.pending, s.nprio, s.dead = nil, 0, nil
+	n.giveBack(n.guests.clear())
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
 		n.log.Error("scheduler: requeue at shutdown", "error", err)
 	}
@@ -444,18 +447,25 @@ func (s *scheduler) stop() {
 // unstarted frees the QUEUING elements and returns the Refs of the URLs no
 // worker has started: theirs and the pending elements'.
 func (s *scheduler) unstarted() []frontier.Ref {
-	refs := batchRefs(s.n.bkt.Drain())
-	refs = append(refs, batchRefs(s.dead)...)
-	return append(refs, batchRefs(s.pending)...)
+	refs := s.batchRefs(s.n.bkt.Drain())
+	refs = append(refs, s.batchRefs(s.dead)...)
+	return append(refs, s.batchRefs(s.pending)...)
 }
 
-// batchRefs is the Refs of the URLs of bs.
-func batchRefs(bs []bucket.Batch) []frontier.Ref {
+// batchRefs is the Refs of the URLs of bs; guests (another member's
+// records) are left out and forgotten by the guest pool.
+func (s *scheduler) batchRefs(bs []bucket.Batch) []frontier.Ref {
 	var refs []frontier.Ref
+	var guests []uint64
 	for _, b := range bs {
 		for _, it := range b.Items {
+			if it.Guest {
+				guests = append(guests, it.FP)
+				continue
+			}
 			refs = append(refs, frontier.Ref{FP: it.FP, Host: b.Host})
 		}
 	}
+	s.n.giveBack(s.n.guests.release(guests))
 	return refs
 }

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +48,8 @@ type hostTrip struct {
 	polled   int  // settling[:polled] are committed (or failed) and replicated
 	added    int  // new URLs recorded by the committed settling writes
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
+
+	guest *pendingGuest // a guest's fetch being recorded (guest.go)
 
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
@@ -245,6 +248,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if err := t.pace(ctx); err != nil {
 		return 0, nil, nil, err
 	}
+	t.flushGuest()
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
@@ -334,7 +338,9 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		res.Reason, entry.Reason = "robots", "robots"
 		return
 	}
-	if err := t.pace(ctx); err != nil || !t.phaseOpen() {
+	perr := t.pace(ctx)
+	t.flushGuest() // the previous page, a guest, recorded before this request
+	if perr != nil || !t.phaseOpen() {
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
 		t.requeue = append(t.requeue, it.FP)
@@ -440,6 +446,10 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 // result joins the trip's, its crawl log line is written (when log) and its
 // frontier write is submitted.
 func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
+	if it.Guest {
+		t.guestPage(it, res, entry)
+		return
+	}
 	if res.FP == 0 {
 		return
 	}
@@ -640,9 +650,37 @@ func (t *hostTrip) settlePage() {
 		// has queued, and the trip goes on with it.
 		settle = n.front.SettleAsyncClaiming
 	}
-	t.settling = append(t.settling, settling{settle(n.persistCtx, t.host, room, local, res, nil), t.done, room})
+	t.settling = append(t.settling, settling{p: settle(n.persistCtx, t.host, room, local, res, nil), done: t.done, room: room})
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
+}
+
+// dropGuests returns fps without the trip's guests (another member owns
+// their records), which the guest pool forgets: their owners lend them
+// again or fetch them.
+func (t *hostTrip) dropGuests(fps []uint64) []uint64 {
+	var guests map[uint64]bool
+	for _, it := range t.items {
+		if it.Guest {
+			if guests == nil {
+				guests = map[uint64]bool{}
+			}
+			guests[it.FP] = true
+		}
+	}
+	if guests == nil {
+		return fps
+	}
+	var dropped []uint64
+	fps = slices.DeleteFunc(fps, func(fp uint64) bool {
+		if guests[fp] {
+			dropped = append(dropped, fp)
+			return true
+		}
+		return false
+	})
+	t.n.giveBack(t.n.guests.release(dropped))
+	return fps
 }
 
 // refs is the frontier.Refs of fingerprints of the trip's host.
@@ -721,6 +759,7 @@ func (t *hostTrip) replicate(done []frontier.NewURL) {
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
+	t.flushGuest()
 	for t.polled < len(t.settling) {
 		t.awaitNext()
 	}
@@ -730,6 +769,7 @@ func (t *hostTrip) commit() {
 		t.requeue = append(t.requeue, it.FP)
 	}
 	t.next = len(t.items)
+	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
 	local, err := n.split.RouteForeign(ctx, t.found)
 	if err != nil {

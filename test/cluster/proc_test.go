@@ -64,10 +64,13 @@ type procCluster struct {
 	// defaultScope runs the nodes with the shipped scope (no
 	// --allow-domain): the seeds' hosts.
 	defaultScope bool
-	env          []string // more PHASECRAWL_* variables for every node
-	extra        []string // more flags for every node
-	mu           sync.Mutex
-	procs        []*proc
+	// shipped runs the nodes with the shipped guard, queue wait and retry
+	// backoff (with phase and workers 0: the shipped phases and workers).
+	shipped bool
+	env     []string // more PHASECRAWL_* variables for every node
+	extra   []string // more flags for every node
+	mu      sync.Mutex
+	procs   []*proc
 }
 
 // proc is one node; it keeps its name, addresses and data across restarts.
@@ -120,7 +123,13 @@ func (c *procCluster) args(p *proc, join []string) []string {
 	}
 	args = append(args, "--resolve", c.web.ResolvePattern()+"="+c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),
-		"--phase-duration", c.phase.String(), "--log-format", "json", "--workers", strconv.Itoa(c.workers))
+		"--log-format", "json")
+	if c.phase > 0 { // 0: the shipped cluster.phase_duration
+		args = append(args, "--phase-duration", c.phase.String())
+	}
+	if c.workers > 0 { // 0: the shipped workers
+		args = append(args, "--workers", strconv.Itoa(c.workers))
+	}
 	if len(join) > 0 {
 		args = append(args, "--join", strings.Join(join, ","))
 	}
@@ -133,12 +142,20 @@ func (p *proc) start(join ...string) {
 	c.t.Helper()
 	cmd := exec.Command(c.bin, c.args(p, join)...)
 	cmd.Env = harness.NodeEnv(
-		"PHASECRAWL_CLUSTER_GUARD="+c.guard.String(),
 		"PHASECRAWL_CLUSTER_FAST_GOSSIP=true",
-		"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms",
-		"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
 		"PHASECRAWL_SHUTDOWN_TIMEOUT=10s",
 	)
+	if !c.shipped {
+		cmd.Env = append(cmd.Env,
+			"PHASECRAWL_CLUSTER_GUARD="+c.guard.String(),
+			"PHASECRAWL_BUCKET_MAX_QUEUE_WAIT=100ms",
+			"PHASECRAWL_FETCH_RETRY_BACKOFF=1s",
+		)
+	}
+	if v := os.Getenv("PHASECRAWL_TEST_LEND"); v != "" {
+		// Runs any test of the package with cluster.lend set (its own env may override).
+		cmd.Env = append(cmd.Env, "PHASECRAWL_CLUSTER_LEND="+v)
+	}
 	cmd.Env = append(cmd.Env, c.env...)
 	header := fmt.Sprintf("---- start %d: %s", p.starts+1, strings.Join(cmd.Args, " "))
 	done, err := harness.StartLogged(cmd, p.logPath, header, func(err error) { p.exitErr = err })
@@ -317,15 +334,22 @@ func clusterWebWith(t testing.TB, scale, traps int) (*synthweb.Web, string, synt
 	wc.TrapHosts = traps
 	wc.Hosts *= scale
 	wc.Pages *= scale
+	web, addr, exp := startWeb(t, wc)
+	if exp.Fetches < 20000 {
+		t.Fatalf("the cluster web has %d reachable pages, want >= 20000", exp.Fetches)
+	}
+	return web, addr, exp
+}
+
+// startWeb starts a synthweb process serving the web of wc.
+func startWeb(t testing.TB, wc synthweb.Config) (*synthweb.Web, string, synthweb.Expectation) {
+	t.Helper()
 	web, err := synthweb.New(wc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(harness.FreePort(t, "127.0.0.1")))
 	exp := harness.StartWeb(t, exec.Command(phasecrawlBin(t), harness.WebArgs(addr, wc)...), addr, web)
-	if exp.Fetches < 20000 {
-		t.Fatalf("the cluster web has %d reachable pages, want >= 20000", exp.Fetches)
-	}
 	return web, addr, exp
 }
 

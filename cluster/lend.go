@@ -1,0 +1,594 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// Lending (cluster.lend, docs/design/lending.md): a URL waits in its
+// owner's frontier for the owner's turn on its host's phase, up to Nphase
+// epochs. Every lendInterval the owner lends the IN_LIST URLs of the hosts
+// whose phase another member works on now to that member (KindLend,
+// through the ordered, durable outbox), which fetches them with its own
+// URLs of those hosts (one connection per host, as ever) and reports each
+// outcome back (KindOutcome, through its own outbox); the owner settles
+// the record as if it had fetched the page. The record never leaves the
+// owner's frontier: the owner only remembers, in memory, "lent to P until
+// T" and skips the URL (Held) meanwhile. A mark that expires, or is lost in
+// a restart, makes the URL lendable and fetchable again: nothing is lost,
+// and a page is fetched twice only when its outcome was lost with a crash.
+const (
+	// lendInterval is how often the owner lends; URLs arriving from other
+	// members start a round at once (lendKick).
+	lendInterval = 50 * time.Millisecond
+	// lendScan bounds the records read per member and round.
+	lendScan = 4096
+	// maxLentPerMember bounds the URLs lent to one member and not settled.
+	maxLentPerMember = 8192
+	// lendMinLeft: a member whose phase's guard starts sooner than this is
+	// not lent anything more in that phase.
+	lendMinLeft = 150 * time.Millisecond
+)
+
+// lendMark is one URL lent: to whom, until when (local time).
+type lendMark struct {
+	holder string
+	epoch  int64
+	until  time.Time
+}
+
+// lending is the owner's in-memory state of the URLs it lent.
+type lending struct {
+	mu      sync.Mutex
+	marks   map[uint64]lendMark
+	out     map[string]int  // marks per holder
+	pending map[string]bool // holders whose expired marks still hold (lendHolds)
+	// cursors is, per member, where the scan of the URLs to lend it
+	// stopped in its current phase (lendLoop's goroutine only).
+	cursors map[string]lendCursor
+}
+
+// lendCursor is the position of the lend scan for one member.
+type lendCursor struct {
+	epoch int64
+	phase int
+	at    frontier.Cursor
+}
+
+// lent reports whether fp is lent now (Held).
+func (l *lending) lent(fp uint64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	if !ok {
+		return false
+	}
+	if now.Before(m.until) || l.pending[m.holder] {
+		return true
+	}
+	l.drop(fp, m)
+	return false
+}
+
+// active reports whether fp is lent and the lend has not run out (its
+// holder's phase and the grace are not over), whatever the holder's state:
+// a rebalance waits for this, not for lent (a holder that is not settled
+// waits for the rebalances of the others, which must not wait for it).
+func (l *lending) active(fp uint64, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	return ok && now.Before(m.until)
+}
+
+// drop forgets the mark m of fp; l.mu held.
+func (l *lending) drop(fp uint64, m lendMark) {
+	delete(l.marks, fp)
+	if l.out[m.holder]--; l.out[m.holder] <= 0 {
+		delete(l.out, m.holder)
+	}
+}
+
+// settle forgets the marks of fps (their outcomes arrived).
+func (l *lending) settle(fps []uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, fp := range fps {
+		if m, ok := l.marks[fp]; ok {
+			l.drop(fp, m)
+		}
+	}
+}
+
+// returned forgets the mark of fp if it is the lend to holder for epoch
+// (a return from an earlier lend does not end a later one).
+func (l *lending) returned(fp uint64, holder string, epoch int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m, ok := l.marks[fp]; ok && m.holder == holder && m.epoch == epoch {
+		l.drop(fp, m)
+	}
+}
+
+// expire forgets the expired marks of holders not pending and returns
+// how many it forgot.
+func (l *lending) expire(now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for fp, m := range l.marks {
+		if !now.Before(m.until) && !l.pending[m.holder] {
+			l.drop(fp, m)
+			n++
+		}
+	}
+	return n
+}
+
+// lendGrace is how long after the end of the holder's phase a mark holds:
+// the holder's outcome report may still be on its way (batch delay, the
+// clocks' uncertainty).
+func (c *Cluster) lendGrace(u time.Duration) time.Duration {
+	bd := c.cfg.BatchDelay
+	if bd <= 0 {
+		bd = DefaultExchangeConfig().MaxDelay
+	}
+	return time.Second + 2*bd + 4*max(u, 0)
+}
+
+// lendHolds is the set of holders whose expired marks still hold: members
+// away (declared dead less than takeover_after ago; their reports wait in
+// their outbox) and members not settled for the current member set (a
+// member back from a restart has not delivered what its previous process
+// left in its outbox yet).
+func (c *Cluster) lendHolds() map[string]bool {
+	hold := map[string]bool{}
+	if a := c.away.Load(); a != nil {
+		now := time.Now()
+		for name, until := range a.until {
+			if now.Before(until) {
+				hold[name] = true
+			}
+		}
+	}
+	ring := c.ring.Load()
+	h := ring.ID()
+	for _, m := range c.members.Alive() {
+		if m.Name != c.cfg.Name && ring.Has(m.Name) && m.Settled != h {
+			hold[m.Name] = true
+		}
+	}
+	return hold
+}
+
+// lendLoop lends every lendInterval until ctx is done.
+func (c *Cluster) lendLoop(ctx context.Context) {
+	t := time.NewTicker(lendInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.lendKick:
+		}
+		hold := c.lendHolds()
+		c.lends.mu.Lock()
+		c.lends.pending = hold
+		c.lends.mu.Unlock()
+		if c.lends.expire(time.Now()) > 0 && c.cfg.Wake != nil {
+			c.cfg.Wake() // URLs the scheduler skipped while lent may be fetched here now
+		}
+		if err := c.lendRound(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("lend URLs", "error", err)
+		}
+	}
+}
+
+// lendRound lends, to each other member of the member view in effect that
+// works on a phase now, this node's IN_LIST URLs of that phase's hosts.
+// Nothing is lent while this node is held off its phase (joining, fenced,
+// frozen, leaving): it then does not know that the view is agreed.
+func (c *Cluster) lendRound(ctx context.Context) error {
+	if c.joining.Load() || c.leaving.Load() {
+		return nil
+	}
+	now := time.Now()
+	st := c.sched.At(now)
+	if st.Phase < 0 || st.Held || !st.Open || st.NPhase <= 1 || c.front.Phases() != st.NPhase {
+		return nil
+	}
+	// Local time of the guard's start (early by up to 2× the uncertainty).
+	guardAt := st.RequestDeadline.Add(-st.NextSwap.Sub(st.GuardStart))
+	if time.Until(guardAt) < lendMinLeft {
+		return nil
+	}
+	u := time.Duration(0)
+	if c.clock != nil {
+		u = c.clock.Uncertainty()
+	}
+	until := st.RequestDeadline.Add(2*u + c.lendGrace(u))
+	ring := c.ring.Load()
+	leaving := *c.peersLeaving.Load()
+	away := c.away.Load()
+	for _, p := range st.Members {
+		if p == c.cfg.Name || !ring.Has(p) || leaving[p] || c.lends.pendingHolder(p) {
+			continue
+		}
+		if away != nil {
+			if _, ok := away.until[p]; ok {
+				continue
+			}
+		}
+		q := PhaseOf(p, st.Members, st.Epoch, st.NPhase)
+		if q < 0 || q == st.Phase {
+			continue
+		}
+		if err := c.lendTo(ctx, p, q, st.Epoch, until); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingHolder reports whether holder's expired marks hold (lendHolds).
+func (l *lending) pendingHolder(holder string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending[holder]
+}
+
+// lendTo lends peer, working on phase q in epoch, the IN_LIST URLs of
+// that phase not lent already, up to maxLentPerMember outstanding.
+func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, until time.Time) error {
+	c.lends.mu.Lock()
+	room := maxLentPerMember - c.lends.out[peer]
+	c.lends.mu.Unlock()
+	if room <= 0 {
+		return nil
+	}
+	cur := c.lends.cursors[peer]
+	if cur.epoch != epoch || cur.phase != q {
+		cur = lendCursor{epoch: epoch, phase: q}
+	}
+	recs, next, err := c.front.ScanSince(q, cur.at, min(room, lendScan))
+	if err != nil {
+		return err
+	}
+	cur.at = next
+	c.lends.cursors[peer] = cur
+	var redirects interface{ RedirectsOf(fp uint64) int }
+	if c.cfg.Redirects != nil {
+		redirects, _ = c.cfg.Redirects.(interface{ RedirectsOf(fp uint64) int })
+	}
+	var lend []frontier.NewURL
+	var fps []uint64
+	for _, r := range recs {
+		if c.Held(r.FP) {
+			continue // lent already, another member's, or its owner is away
+		}
+		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries, c.cfg.Name), Depth: r.Depth}
+		if redirects != nil {
+			u.Redirects = redirects.RedirectsOf(r.FP)
+		}
+		lend = append(lend, u)
+		fps = append(fps, r.FP)
+	}
+	if len(lend) == 0 {
+		return nil
+	}
+	// Marked before they are filed: the scheduler must not pick them
+	// between the two.
+	c.lends.mu.Lock()
+	for _, fp := range fps {
+		if _, ok := c.lends.marks[fp]; !ok {
+			c.lends.out[peer]++
+		}
+		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until}
+	}
+	c.lends.mu.Unlock()
+	if err := c.outbox.put(ctx, peer, KindLend, lend); err != nil {
+		c.lends.settle(fps) // not lent after all
+		return fmt.Errorf("lend %d URLs to %s: %w", len(lend), peer, err)
+	}
+	c.x.Flush(peer)
+	return nil
+}
+
+// lendHost is a lend entry's Host: the URL's host, a newline, the epoch it
+// is lent for, the URL's tries so far and the lender's name.
+func lendHost(host string, epoch int64, tries int, lender string) string {
+	return host + "\n" + strconv.FormatInt(epoch, 10) + " " + strconv.Itoa(tries) + " " + lender
+}
+
+// takeLends passes the URLs another member lent this node to the node,
+// those lent for the epoch and phase this node works on now; the others,
+// and those the node refuses, go back to their owners at once.
+func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
+	now := time.Now()
+	st := c.sched.At(now)
+	open := c.cfg.Guests != nil && !c.joining.Load() && !c.leaving.Load() && st.Phase >= 0 && !st.Held && st.Open
+	var gs, back []node.Guest
+	for _, u := range urls {
+		host, rest, ok := strings.Cut(u.Host, "\n")
+		if !ok {
+			continue
+		}
+		f := strings.SplitN(rest, " ", 3)
+		if len(f) != 3 || f[2] == "" {
+			continue
+		}
+		epoch, err1 := strconv.ParseInt(f[0], 10, 64)
+		tries, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		g := node.Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
+		g.Host = host
+		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
+			back = append(back, g)
+			continue
+		}
+		gs = append(gs, g)
+	}
+	if len(gs) > 0 {
+		back = append(back, c.cfg.Guests.AddGuests(gs)...)
+	}
+	if len(back) > 0 {
+		if err := c.ReturnLent(ctx, back); err != nil {
+			c.log.Warn("return lent URLs", "error", err, "urls", len(back))
+		}
+	}
+	return len(gs)
+}
+
+// SplitLinks implements node.Lender: the links this node owns, and the others.
+func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL) {
+	ring := c.ring.Load()
+	for _, u := range found {
+		if o := ring.Owner(frontier.Fingerprint(u.URL)); o == "" || o == c.cfg.Name {
+			local = append(local, u)
+		} else {
+			foreign = append(foreign, u)
+		}
+	}
+	return local, foreign
+}
+
+// ReportLent implements node.Lender: one durable outbox write files the
+// links found on a lent page that other members own for them (KindNew) and
+// the outcome for the URL's owner (KindOutcome), who receives the links
+// before the outcome (a batch is stored kind by kind, KindNew first); the
+// node has made its own links durable before. A link or an outcome this
+// node owns now (the members changed) is recorded here.
+func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign []frontier.NewURL) error {
+	ring := c.ring.Load()
+	files := map[string][]Entry{}
+	var local []frontier.NewURL
+	for _, u := range foreign {
+		o := ring.Owner(frontier.Fingerprint(u.URL))
+		if o == "" || o == c.cfg.Name {
+			local = append(local, u)
+			continue
+		}
+		files[o] = append(files[o], Entry{Kind: KindNew, NewURL: u})
+	}
+	if len(local) > 0 {
+		if _, err := c.front.Add(ctx, local); err != nil {
+			return err
+		}
+	}
+	oc := frontier.NewURL{URL: out.URL, Host: outcomeHost(out.Result), Depth: out.Depth}
+	owner := c.outcomeTo(out.Lender, out.FP)
+	if owner != "" && owner != c.cfg.Name {
+		files[owner] = append(files[owner], Entry{Kind: KindOutcome, NewURL: oc})
+	}
+	if err := c.outbox.putEntries(ctx, files); err != nil {
+		return err
+	}
+	if owner == "" || owner == c.cfg.Name {
+		_, err := c.settleLent(ctx, []frontier.NewURL{oc})
+		return err
+	}
+	return nil
+}
+
+// ReturnLent implements node.Lender: the guests this node will not fetch
+// go back to their owners (KindOutcome entries in state IN_LIST, naming
+// this node and the epoch of the lend), which forget the lend's mark and
+// may lend or fetch the URLs at once. They travel behind this node's
+// earlier outcomes for the same owners (the outbox is ordered).
+func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
+	urls := make([]frontier.NewURL, len(gs))
+	for i, g := range gs {
+		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}
+		urls[i] = frontier.NewURL{URL: g.URL, Host: outcomeHost(r), Depth: g.Depth}
+	}
+	to := make(map[uint64]string, len(gs))
+	for _, g := range gs {
+		fp := frontier.Fingerprint(g.URL)
+		to[fp] = c.outcomeTo(g.Lender, fp)
+	}
+	local, err := c.fileFor(ctx, KindOutcome, urls, func(fp uint64) string { return to[fp] })
+	if err != nil {
+		return err
+	}
+	owners := map[string]bool{}
+	for _, o := range to {
+		if o != "" && o != c.cfg.Name && !owners[o] {
+			owners[o] = true
+			c.x.Flush(o) // the next holder may have them at once
+		}
+	}
+	_, err = c.settleLent(ctx, local)
+	return err
+}
+
+// keepFor reports whether peer, a lender, is alive or away: the outcomes
+// of what it lent wait for it, since it keeps their records.
+func (c *Cluster) keepFor(peer string) bool {
+	if _, ok := (*c.addrs.Load())[peer]; ok {
+		return true
+	}
+	if a := c.away.Load(); a != nil {
+		if until, ok := a.until[peer]; ok && time.Now().Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomeTo is the member an outcome for the URL fp lent by lender goes
+// to: the lender, which keeps the record, while it is alive or away; its
+// owner otherwise (outcomeOwner).
+func (c *Cluster) outcomeTo(lender string, fp uint64) string {
+	if lender != "" && (lender == c.cfg.Name || c.keepFor(lender)) {
+		return lender
+	}
+	return c.outcomeOwner(fp)
+}
+
+// outcomeOwner is the member an outcome for the URL fp goes to: its
+// owner, counting the members away (declared dead less than
+// takeover_after ago). The records of an away member's share are in its
+// frontier, not at the member that owns them while it is away: its
+// outcomes wait for it (in the outbox) like its share's URLs wait for it
+// (Held); after takeover_after they go to the current owner.
+func (c *Cluster) outcomeOwner(fp uint64) string {
+	if a := c.away.Load(); a != nil {
+		if o := a.ring.Owner(fp); o != "" {
+			if until, ok := a.until[o]; ok && time.Now().Before(until) {
+				return o
+			}
+		}
+	}
+	return c.ring.Load().Owner(fp)
+}
+
+// outcomeHost is an outcome entry's Host: the URL's host, a newline, then
+// the state, HTTP status, retry time (Unix ms), body bytes and delay (ms)
+// separated by spaces, and the reason.
+func outcomeHost(r frontier.Result) string {
+	var retry int64
+	if !r.RetryAt.IsZero() {
+		retry = r.RetryAt.UnixMilli()
+	}
+	return fmt.Sprintf("%s\n%d %d %d %d %d %s", r.Host, r.State, r.Status, retry, r.Bytes, r.Delay.Milliseconds(), r.Reason)
+}
+
+// parseOutcome reads an outcome entry back.
+func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
+	host, rest, ok := strings.Cut(u.Host, "\n")
+	if !ok {
+		return frontier.Result{}, false
+	}
+	f := strings.SplitN(rest, " ", 6)
+	if len(f) != 6 {
+		return frontier.Result{}, false
+	}
+	var n [5]int64
+	for i := range n {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return frontier.Result{}, false
+		}
+		n[i] = v
+	}
+	r := frontier.Result{FP: frontier.Fingerprint(u.URL), Host: host, State: frontier.State(n[0]), Status: int(n[1]),
+		Bytes: n[3], Delay: time.Duration(n[4]) * time.Millisecond, Reason: f[5]}
+	if r.State != frontier.Completed && r.State != frontier.Stalled && r.State != frontier.InList {
+		return frontier.Result{}, false
+	}
+	if n[2] != 0 {
+		r.RetryAt = time.UnixMilli(n[2])
+	}
+	return r, true
+}
+
+// settleLent records the outcomes of URLs this node lent (KindOutcome
+// entries that reached it), forgets their marks and replicates the
+// completed ones. An outcome whose record is not here in a state it can
+// settle (the record moved to a new owner, or was never here: the sender's
+// view was behind) goes on to the URL's owner, at most maxOutcomeHops
+// times.
+func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	if len(urls) == 0 {
+		return 0, nil
+	}
+	rs := make([]frontier.Result, 0, len(urls))
+	us := make([]frontier.NewURL, 0, len(urls))
+	for _, u := range urls {
+		r, ok := parseOutcome(u)
+		if !ok {
+			c.log.Warn("dropped a malformed lent outcome", "host_len", len(u.Host))
+			continue
+		}
+		if r.State == frontier.InList { // returned unfetched (ReturnLent)
+			holder, es, _ := strings.Cut(r.Reason, " ")
+			if epoch, err := strconv.ParseInt(es, 10, 64); err == nil {
+				c.lends.returned(r.FP, holder, epoch)
+			}
+			continue
+		}
+		rs = append(rs, r)
+		us = append(us, u)
+	}
+	if len(rs) == 0 {
+		// Returned: lend them to the next holder, or fetch them here.
+		if c.cfg.Lend {
+			signal(c.lendKick)
+		}
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+		return 0, nil
+	}
+	settled, err := c.front.SettleLent(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	fps := make([]uint64, 0, len(rs))
+	var done []frontier.NewURL
+	fwd := map[string][]Entry{}
+	ring := c.ring.Load()
+	n := 0
+	for i, r := range rs {
+		fps = append(fps, r.FP)
+		if settled[i] {
+			n++
+			if r.State == frontier.Completed {
+				done = append(done, frontier.NewURL{URL: us[i].URL, Host: r.Host, Depth: us[i].Depth})
+			}
+			continue
+		}
+		if o := ring.Owner(r.FP); o != "" && o != c.cfg.Name && us[i].Redirects < maxOutcomeHops {
+			u := us[i]
+			u.Redirects++
+			fwd[o] = append(fwd[o], Entry{Kind: KindOutcome, NewURL: u})
+		}
+	}
+	c.lends.settle(fps)
+	if len(fwd) > 0 {
+		if err := c.outbox.putEntries(ctx, fwd); err != nil {
+			return n, err
+		}
+	}
+	if err := c.Replicate(ctx, done); err != nil {
+		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
+	}
+	if c.cfg.Wake != nil {
+		c.cfg.Wake() // a stalled one may be due, and the scan's window moved
+	}
+	return n, nil
+}
+
+// maxOutcomeHops bounds how often an outcome is passed on (its entry's
+// Redirects counts the hops), should members' views disagree for a while.
+const maxOutcomeHops = 3

@@ -1,0 +1,72 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// TestOutcomeRoundTrip: an outcome travels in an entry's Host and comes
+// back whole; malformed ones are refused.
+func TestOutcomeRoundTrip(t *testing.T) {
+	retry := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	const u = "http://a.test/x"
+	for _, r := range []frontier.Result{
+		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Bytes: 1234, Delay: 20 * time.Millisecond},
+		{FP: frontier.Fingerprint(u), Host: "a.test:8080", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retry},
+		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.InList, Reason: "node2 42"},
+	} {
+		got, ok := parseOutcome(frontier.NewURL{URL: u, Host: outcomeHost(r)})
+		if !ok || got != r {
+			t.Errorf("round trip of %+v: got %+v, %v", r, got, ok)
+		}
+	}
+	for _, h := range []string{"a.test", "a.test\n2 200 0 0 0 ok", "a.test\nx 200 0 0 0 ok", "a.test\n1 2 3 4"} {
+		if _, ok := parseOutcome(frontier.NewURL{URL: u, Host: h}); ok {
+			t.Errorf("malformed outcome %q accepted", h)
+		}
+	}
+	if e := (Entry{Kind: KindOutcome, NewURL: frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed})}}); checkEntry(e) != nil {
+		t.Errorf("outcome entry refused: %v", checkEntry(e))
+	}
+}
+
+// TestLendingMarks: a mark holds until it expires, longer while its
+// holder is pending, and ends early only by the outcome or by a return
+// from the same holder for the same epoch.
+func TestLendingMarks(t *testing.T) {
+	now := time.Now()
+	l := lending{marks: map[uint64]lendMark{}, out: map[string]int{}}
+	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
+	l.marks[2] = lendMark{holder: "q", epoch: 7, until: now.Add(-time.Second)}
+	l.marks[3] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
+	l.out["p"], l.out["q"] = 2, 1
+	if !l.lent(1, now) {
+		t.Error("mark 1 not held before it expires")
+	}
+	l.pending = map[string]bool{"q": true}
+	if !l.lent(2, now) {
+		t.Error("expired mark of a pending holder not held")
+	}
+	if l.active(2, now) || !l.active(1, now) {
+		t.Error("active: an expired mark counts, or a running one does not")
+	}
+	l.pending = nil
+	if l.lent(2, now) || l.out["q"] != 0 {
+		t.Errorf("expired mark still held (out %d)", l.out["q"])
+	}
+	l.returned(1, "q", 7) // another holder
+	l.returned(1, "p", 6) // an earlier lend
+	if !l.lent(1, now) {
+		t.Error("a return from another holder or epoch ended the lend")
+	}
+	l.returned(1, "p", 7)
+	if l.lent(1, now) {
+		t.Error("the holder's return did not end the lend")
+	}
+	l.settle([]uint64{3})
+	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {
+		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
+	}
+}

@@ -1,0 +1,353 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/bucket"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// Guest is a URL another member (its owner) lent this node for the phase
+// this node works on now: the owner keeps the URL's record, this node
+// fetches it within its trips to the host and reports the outcome
+// (LentOutcome) back to the owner, which settles the record. Guests are
+// kept in memory only: one that is not fetched by Until is dropped, and
+// the owner lends it again or fetches it itself.
+type Guest struct {
+	frontier.NewURL
+	Tries int
+	// Lender is the member that lent it (its owner when it lent it), which
+	// keeps the record: the outcome goes back to it.
+	Lender string
+	// Epoch is the epoch the URL was lent for; Until the local time at
+	// which this node's phase in that epoch ends.
+	Epoch int64
+	Until time.Time
+}
+
+// LentOutcome is the result of a guest's fetch, for its owner.
+type LentOutcome struct {
+	URL    string
+	Depth  int
+	Lender string
+	frontier.Result
+}
+
+// Lender is an optional Router extension (the cluster). ReturnLent tells
+// the owners of guests this node will not fetch (its phase ended, its
+// trip stopped) that they may lend or fetch them again at once.
+// SplitLinks separates the links found on a guest page that this node
+// owns from the others; once the node has made its own durable,
+// ReportLent files, in one durable write, the others for their owners and
+// the outcome for the URL's owner.
+type Lender interface {
+	SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL)
+	ReportLent(ctx context.Context, out LentOutcome, foreign []frontier.NewURL) error
+	ReturnLent(ctx context.Context, gs []Guest) error
+}
+
+// Limits of the guest pool.
+const (
+	// maxGuests bounds the guests waiting in memory.
+	maxGuests = 1 << 16
+	// guestMemory is how long a guest fetched here is remembered, so that
+	// the same lend arriving again (its owner restarted before the outcome
+	// reached it) is not fetched twice.
+	guestMemory = 10 * time.Minute
+	// maxGuestMemory bounds the fingerprints remembered.
+	maxGuestMemory = 1 << 18
+)
+
+// guestPool holds the guests lent to this node, by host, until the
+// scheduler places them in the bucket.
+type guestPool struct {
+	mu      sync.Mutex
+	hosts   map[string][]Guest
+	queued  map[uint64]Guest     // guests waiting here or placed in the bucket, by fingerprint
+	fetched map[uint64]time.Time // fingerprints fetched (reported) here, and when
+	n       int
+}
+
+func newGuestPool() *guestPool {
+	return &guestPool{hosts: map[string][]Guest{}, queued: map[uint64]Guest{}, fetched: map[uint64]time.Time{}}
+}
+
+// AddGuests takes the URLs lent to this node (the cluster calls it) and
+// returns those it cannot take now (not running, or the pool is full),
+// for their owners to have back at once. It drops the ones it holds or
+// fetched already, and wakes the scheduler.
+func (n *Node) AddGuests(gs []Guest) (refused []Guest) {
+	if len(gs) == 0 {
+		return nil
+	}
+	if !n.ready.Load() {
+		return gs
+	}
+	var redirects []frontier.NewURL
+	p := n.guests
+	p.mu.Lock()
+	added := 0
+	for i, g := range gs {
+		fp := frontier.Fingerprint(g.URL)
+		if _, ok := p.queued[fp]; ok {
+			continue
+		}
+		if _, ok := p.fetched[fp]; ok {
+			// Fetched and reported here, and lent again: the owner has
+			// not settled it (its outcome was lost). Given back, so that
+			// the lend ends now rather than recurring each epoch; the
+			// next holder or the owner fetches it again.
+			refused = append(refused, g)
+			continue
+		}
+		if p.n >= maxGuests {
+			refused = append(refused, gs[i:]...)
+			break
+		}
+		p.queued[fp] = g
+		p.hosts[g.Host] = append(p.hosts[g.Host], g)
+		p.n++
+		added++
+		if g.Redirects > 0 {
+			redirects = append(redirects, g.NewURL)
+		}
+	}
+	p.mu.Unlock()
+	n.RememberRedirects(redirects)
+	if added > 0 {
+		n.m.GuestsReceived.Add(float64(added))
+		n.notify()
+	}
+	return refused
+}
+
+// take removes and returns, by host, the guests of the hosts in phase of
+// nphase still valid at now; expired ones are dropped.
+func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]Guest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n == 0 {
+		return nil
+	}
+	var out map[string][]Guest
+	for h, gs := range p.hosts {
+		if nphase > 1 && frontier.PhaseOf(frontier.HostHash(h), nphase) != phase {
+			continue
+		}
+		keep := gs[:0]
+		for _, g := range gs {
+			if now.Before(g.Until) {
+				keep = append(keep, g)
+			} else {
+				delete(p.queued, frontier.Fingerprint(g.URL))
+			}
+		}
+		p.n -= len(gs)
+		delete(p.hosts, h)
+		if len(keep) > 0 {
+			if out == nil {
+				out = map[string][]Guest{}
+			}
+			out[h] = keep
+			p.n += len(keep)
+		}
+	}
+	return out
+}
+
+// lender is the member that lent the guest fp ("" when unknown).
+func (p *guestPool) lender(fp uint64) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queued[fp].Lender
+}
+
+// putBack returns guests the bucket refused to the pool.
+func (p *guestPool) putBack(host string, gs []Guest) {
+	if len(gs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.hosts[host] = append(p.hosts[host], gs...)
+	p.mu.Unlock()
+}
+
+// placed forgets that guests are counted in the pool (they are in the bucket).
+func (p *guestPool) placed(k int) {
+	p.mu.Lock()
+	p.n -= k
+	p.mu.Unlock()
+}
+
+// release forgets guests that left the bucket unfetched (a phase swap, the
+// end of a trip) and returns them, for their owners to lend or fetch again.
+func (p *guestPool) release(fps []uint64) []Guest {
+	if len(fps) == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gs []Guest
+	for _, fp := range fps {
+		if g, ok := p.queued[fp]; ok {
+			gs = append(gs, g)
+			delete(p.queued, fp)
+		}
+	}
+	return gs
+}
+
+// clear drops every waiting guest (the phase changed) and returns them.
+func (p *guestPool) clear() []Guest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gs []Guest
+	for h, hs := range p.hosts {
+		for _, g := range hs {
+			fp := frontier.Fingerprint(g.URL)
+			if _, ok := p.queued[fp]; ok {
+				gs = append(gs, g)
+				delete(p.queued, fp)
+			}
+		}
+		delete(p.hosts, h)
+	}
+	p.n = 0
+	return gs
+}
+
+// giveBack returns guests this node will not fetch to their owners.
+func (n *Node) giveBack(gs []Guest) {
+	if len(gs) == 0 || n.lender == nil {
+		return
+	}
+	if err := n.lender.ReturnLent(n.persistCtx, gs); err != nil {
+		// Their owners lend them again once the marks expire.
+		n.log.Warn("return lent URLs to their owners", "error", err, "urls", len(gs))
+	}
+}
+
+// done remembers a guest fetched and reported here.
+func (p *guestPool) done(fp uint64, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.queued, fp)
+	if len(p.fetched) >= maxGuestMemory {
+		for k, at := range p.fetched {
+			if now.Sub(at) > guestMemory {
+				delete(p.fetched, k)
+			}
+		}
+		if len(p.fetched) >= maxGuestMemory {
+			for k := range p.fetched { // still full: forget an arbitrary half
+				delete(p.fetched, k)
+				if len(p.fetched) < maxGuestMemory/2 {
+					break
+				}
+			}
+		}
+	}
+	p.fetched[fp] = now
+}
+
+// placeGuests puts the guests of the hosts of phase in the bucket, each
+// with its host's element (one trip, one connection per host); the ones the
+// bucket refuses now wait in the pool for the next pass.
+func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
+	n := s.n
+	for host, gs := range n.guests.take(now, phase, nphase) {
+		hh := frontier.HostHash(host)
+		placed := 0
+		for i, g := range gs {
+			it := bucket.Item{FP: frontier.Fingerprint(g.URL), URL: g.URL, Depth: g.Depth, Tries: g.Tries, Guest: true}
+			switch n.bkt.Add(now, host, hh, it) {
+			case bucket.Placed:
+				if s.priority(host) {
+					s.urgent = append(s.urgent, host)
+				}
+				placed++
+			case bucket.Joined:
+				placed++
+			default:
+				n.guests.placed(placed)
+				n.guests.putBack(host, gs[i:])
+				placed = -1
+			}
+			if placed < 0 {
+				break
+			}
+		}
+		if placed > 0 {
+			n.guests.placed(placed)
+		}
+	}
+}
+
+// pendingGuest is a guest's fetch not recorded yet: its own links'
+// frontier write is under way (p, nil when there are none).
+type pendingGuest struct {
+	p       *frontier.Pending
+	out     LentOutcome
+	foreign []frontier.NewURL
+	entry   archive.LogEntry
+}
+
+// guestPage starts recording a guest's fetch: the links found on it that
+// this node owns go to its frontier (an asynchronous write); flushGuest
+// completes it before the trip's next request, so that a crash can lose
+// at most the one request in flight per worker, while the write overlaps
+// the host's politeness delay.
+func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
+	n := t.n
+	t.flushGuest()
+	found := t.found
+	t.found = nil
+	if res.FP == 0 || n.lender == nil {
+		n.giveBack(n.guests.release([]uint64{it.FP}))
+		return
+	}
+	res.Delay = t.delay
+	local, foreign := n.lender.SplitLinks(found)
+	g := &pendingGuest{out: LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
+	if len(local) > 0 {
+		g.p = n.front.SettleAsync(n.persistCtx, local, nil, nil)
+	}
+	t.guest = g
+}
+
+// flushGuest records the trip's pending guest: once its own links are
+// committed, one durable outbox write files the other links for their
+// owners and the outcome for the URL's owner; only then is its crawl log
+// line written. A failure on the way leaves the outcome unreported: the
+// owner fetches the URL again later, and nothing is lost.
+func (t *hostTrip) flushGuest() {
+	g := t.guest
+	if g == nil {
+		return
+	}
+	t.guest = nil
+	n := t.n
+	fp := g.out.FP
+	if g.p != nil {
+		k, err := g.p.Wait()
+		if err != nil {
+			n.log.Error("record URLs found on a lent page (its owner will have it fetched again)", "error", err, "url", g.out.URL)
+			n.guests.release([]uint64{fp})
+			return
+		}
+		t.added += k
+	}
+	if err := n.lender.ReportLent(n.persistCtx, g.out, g.foreign); err != nil {
+		n.log.Error("report a lent page to its owner (it will have it fetched again)", "error", err, "url", g.out.URL)
+		n.guests.release([]uint64{fp}) // not given back: the mark's expiry covers a report that may have been filed
+		return
+	}
+	n.guests.done(fp, time.Now())
+	n.m.GuestsFetched.Inc()
+	if err := n.clog.Write(g.entry); err != nil {
+		n.log.Error("crawl log", "error", err)
+	}
+}
