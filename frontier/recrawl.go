@@ -268,8 +268,13 @@ func (f *Frontier) ReleaseDue(ctx context.Context, now time.Time, limit int) (in
 	}})
 }
 
-// recheckAfter is the least time a refused due record waits before it is
-// looked at again.
+// recheckAfter is how long a refused due record without an interval of
+// at least a second waits before it is looked at again; one with such an
+// interval waits its interval. A refused record is another member's (a
+// replica) or waits for an absent member: its due time moves on by no more
+// than the owner's own schedule would, so that a member that takes the
+// record over (a rebalance ships the due time) is late by at most one
+// interval.
 const recheckAfter = time.Minute
 
 func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
@@ -301,7 +306,11 @@ func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
 			continue
 		}
 		if filter != nil && !filter(s.Record) {
-			s.Due = now.Add(max(s.Page.Interval, recheckAfter))
+			wait := s.Page.Interval
+			if wait < time.Second {
+				wait = recheckAfter
+			}
+			s.Due = now.Add(wait)
 			if err := st.indexDue(&s); err != nil {
 				return 0, err
 			}
@@ -391,6 +400,28 @@ func (st *txState) requeueDone(u *pendingURL) error {
 	st.cnt[cInList]++
 	st.revisits++
 	return nil
+}
+
+// dueIfModified makes the COMPLETED record of u due now when it waits for
+// a revisit (a Due) later than now and its last capture is older than
+// u.mod (a sitemap's <lastmod>); other records, and records without a
+// capture time, keep their schedule.
+func (st *txState) dueIfModified(u *pendingURL) error {
+	s, ok, err := st.get(keyRef{u.hk, u.fp})
+	if err != nil || !ok || s.State != Completed || s.Due.IsZero() || !s.Due.After(st.now) {
+		return err
+	}
+	if s.Page.Archived.IsZero() || !u.mod.After(s.Page.Archived) {
+		return nil
+	}
+	if err := st.unindexDue(&s); err != nil {
+		return err
+	}
+	s.Due = st.now
+	if err := st.indexDue(&s); err != nil {
+		return err
+	}
+	return st.putRecord(&s)
 }
 
 // Hosts returns the statistics of at most limit hosts (<= 0: 1000) in

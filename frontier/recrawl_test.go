@@ -315,3 +315,61 @@ func TestRevisitAfterTriesUsedUp(t *testing.T) {
 		t.Fatalf("a URL completed by its last failed try: %s, due %v; want COMPLETED and due again", r.State, r.Due)
 	}
 }
+
+// TestRedueCopies: the due time of a COMPLETED record follows the copies
+// other members send: a replica takes the owner's due time as it is, a
+// moved record only an earlier one; a refused release waits the page's
+// interval (not a minute), so a due time shipped by a rebalance is late by
+// at most one interval.
+func TestRedueCopies(t *testing.T) {
+	f := open(t, nil)
+	us := gen("rd", 1, 1)
+	u := us[0]
+	base := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
+	dueOf := func() time.Time {
+		t.Helper()
+		r, ok, err := f.Get(RefOf(u.URL))
+		if err != nil || !ok || r.State != Completed {
+			t.Fatalf("record: %+v, %v, %v; want COMPLETED", r, ok, err)
+		}
+		return r.Due
+	}
+	steps := []struct {
+		name    string
+		replica bool
+		due     time.Time
+		want    time.Time
+	}{
+		{"a new replica", true, base, base},
+		{"the owner's next revisit, later", true, base.Add(3 * time.Second), base.Add(3 * time.Second)},
+		{"the owner's due time, earlier", true, base.Add(time.Second), base.Add(time.Second)},
+		{"a moved copy, later: kept", false, base.Add(5 * time.Second), base.Add(time.Second)},
+		{"a moved copy, earlier: taken", false, base, base},
+		{"no due time: kept", true, time.Time{}, base},
+	}
+	for _, s := range steps {
+		add := f.AddDone
+		if s.replica {
+			add = f.AddReplicas
+		}
+		if _, err := add(ctx, []NewURL{{URL: u.URL, Host: u.Host, Due: s.due}}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := dueOf(); !got.Equal(s.want) {
+			t.Fatalf("%s: due %v, want %v", s.name, got, s.want)
+		}
+		if next, ok := f.NextDue(); !ok || !next.Equal(s.want) {
+			t.Fatalf("%s: NextDue %v, %v; want %v (one index entry, at the record's due time)", s.name, next, ok, s.want)
+		}
+	}
+	// Refused: it waits its interval (10s, from the first AddReplicas).
+	f.SetDueFilter(func(Record) bool { return false })
+	now := base.Add(time.Second)
+	if n, err := f.ReleaseDue(ctx, now, 0); err != nil || n != 0 {
+		t.Fatalf("ReleaseDue refusing all = %d, %v", n, err)
+	}
+	r, _, _ := f.Get(RefOf(u.URL))
+	if want := now.Add(r.Page.Interval); r.Page.Interval < time.Second || r.Page.Interval > 10*time.Second || !dueOf().Equal(want) {
+		t.Fatalf("refused: due %v with interval %s; want %v (its interval later)", dueOf(), r.Page.Interval, want)
+	}
+}

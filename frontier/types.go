@@ -101,6 +101,11 @@ type NewURL struct {
 	// which limits chains (fetch.max_redirects) however many members they
 	// cross; the frontier does not keep it.
 	Redirects int
+	// LastMod is when a sitemap says URL last changed (its <lastmod>;
+	// zero: not said). A known COMPLETED URL waiting for its revisit
+	// whose last capture is older becomes due at once (Add); a new URL
+	// ignores it.
+	LastMod time.Time
 }
 
 // Result is the outcome of one fetch, reported with Finish.

@@ -64,12 +64,13 @@ type pendingURL struct {
 	host  string
 	depth int
 	due   time.Time
+	mod   time.Time // NewURL.LastMod
 }
 
 // newPendingURL prepares the URL u of host for the writer.
 func newPendingURL(u NewURL, host string) pendingURL {
 	host = normHost(host)
-	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due}
+	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due, mod: u.LastMod}
 }
 
 func (o *op) items() int {
@@ -529,6 +530,10 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 				// A revisit moved here by a rebalance, for a URL kept
 				// here as COMPLETED (a replica): queue it now.
 				if err := st.requeueDone(u); err != nil {
+					return 0, err
+				}
+			} else if !u.mod.IsZero() {
+				if err := st.dueIfModified(u); err != nil {
 					return 0, err
 				}
 			}
