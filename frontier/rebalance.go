@@ -231,11 +231,15 @@ func (f *Frontier) MarkReplicas(ctx context.Context, refs []Ref) (int, error) {
 // redue updates the due time of the COMPLETED record s from a copy another
 // member sent (due; zero: none). A replica (fresh) takes the owner's due
 // time as it is: the owner sends it after each fetch. A record moved by a
-// rebalance takes it when it is earlier: the moved copy may be the owner's
-// and this one a replica whose release was refused (pushed back), or the
-// other way round. Otherwise it is left alone (counted as ignored).
+// rebalance takes it when it is earlier and this node did not fetch the
+// page itself: the moved copy may be the owner's and this one a replica
+// whose release was refused (pushed back); a page fetched here keeps the
+// due time of that fetch (the moved copy may be a replica the fetch's
+// update has not reached yet). Otherwise it is left alone (counted as
+// ignored).
 func (st *txState) redue(s *stored, due time.Time, fresh bool) error {
-	if due.IsZero() || due.Equal(s.Due) || (!fresh && !s.Due.IsZero() && !due.Before(s.Due)) {
+	copied := s.Reason == ReasonReplica || s.Reason == ReasonMoved || s.Reason == reasonDoneElsewhere
+	if due.IsZero() || due.Equal(s.Due) || (!fresh && (!copied || !s.Due.IsZero() && !due.Before(s.Due))) {
 		st.ignored++
 		return nil
 	}
@@ -278,6 +282,8 @@ const (
 	// copy so that the URL is not crawled again should the owner fail
 	// (AddReplicas).
 	ReasonReplica = "replica"
+	// reasonDoneElsewhere: queued here, fetched by another node (AddDone).
+	reasonDoneElsewhere = "done_elsewhere"
 )
 
 // AddReplicas stores the fingerprints of URLs their owner fetched, kept
@@ -336,7 +342,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 				if !s.Due.IsZero() {
 					st.revisits-- // a queued revisit: the other member fetched it
 				}
-				s.State, s.Reason, s.NextTry, s.Due = Completed, "done_elsewhere", time.Time{}, u.due
+				s.State, s.Reason, s.NextTry, s.Due = Completed, reasonDoneElsewhere, time.Time{}, u.due
 				if reason == ReasonReplica {
 					s.Reason = ReasonReplica
 				}

@@ -710,6 +710,7 @@ func (st *txState) finish(rs []Result) (int, error) {
 			return 0, err
 		}
 		st.cnt[cInProgress]--
+		revisit := !s.Due.IsZero()
 		free := r.Free && r.State == Stalled
 		if !free {
 			s.Tries++
@@ -740,6 +741,13 @@ func (st *txState) finish(rs []Result) (int, error) {
 			return 0, err
 		}
 		hs.Fetched++
+		if revisit && hs.RoundFetched > 0 && (hs.LastRoundFetched == 0 || hs.RoundFetched >= hs.Admitted) {
+			// A new round: the one before is the host's last round.
+			hs.LastRoundFetched, hs.LastRoundBytes = hs.RoundFetched, hs.RoundBytes
+			hs.RoundFetched, hs.RoundBytes = 0, 0
+		}
+		hs.RoundFetched++
+		hs.RoundBytes += max(r.Bytes, 0)
 		if r.State == Stalled || r.Status >= 400 || (r.Reason != "" && r.Reason != "ok") {
 			hs.Errors++
 		}
