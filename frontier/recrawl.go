@@ -268,14 +268,14 @@ func (f *Frontier) ReleaseDue(ctx context.Context, now time.Time, limit int) (in
 	}})
 }
 
-// recheckAfter is how long a refused due record without an interval of
-// at least a second waits before it is looked at again; one with such an
-// interval waits its interval. A refused record is another member's (a
-// replica) or waits for an absent member: its due time moves on by no more
-// than the owner's own schedule would, so that a member that takes the
-// record over (a rebalance ships the due time) is late by at most one
-// interval.
-const recheckAfter = time.Minute
+// recheckAfter is the least time a refused due record waits before it is
+// looked at again; one with a longer interval waits its interval. A
+// refused record is another member's (a replica) or waits for an absent
+// member: its due time moves on by no more than the owner's own schedule
+// would (or this floor, for a record moved here with its due time about
+// now, whose interval is not known), so that a member that takes the
+// record over (a rebalance ships the due time) is late by at most that.
+const recheckAfter = 5 * time.Second
 
 func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
 	var keys [][]byte
@@ -306,11 +306,7 @@ func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
 			continue
 		}
 		if filter != nil && !filter(s.Record) {
-			wait := s.Page.Interval
-			if wait < time.Second {
-				wait = recheckAfter
-			}
-			s.Due = now.Add(wait)
+			s.Due = now.Add(max(s.Page.Interval, recheckAfter))
 			if err := st.indexDue(&s); err != nil {
 				return 0, err
 			}

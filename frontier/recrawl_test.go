@@ -372,14 +372,14 @@ func TestRedueCopies(t *testing.T) {
 			t.Fatalf("%s: NextDue %v, %v; want %v (one index entry, at the record's due time)", s.name, next, ok, s.want)
 		}
 	}
-	// Refused: it waits its interval (10s, from the first AddReplicas).
+	// Refused: it waits its interval (10s), not more.
 	f.SetDueFilter(func(Record) bool { return false })
 	now := base.Add(time.Second)
 	if n, err := f.ReleaseDue(ctx, now, 0); err != nil || n != 0 {
 		t.Fatalf("ReleaseDue refusing all = %d, %v", n, err)
 	}
 	r, _, _ := f.Get(RefOf(u.URL))
-	if want := now.Add(r.Page.Interval); r.Page.Interval < time.Second || r.Page.Interval > 10*time.Second || !dueOf().Equal(want) {
+	if want := now.Add(10 * time.Second); r.Page.Interval != 10*time.Second || !dueOf().Equal(want) {
 		t.Fatalf("refused: due %v with interval %s; want %v (its interval later)", dueOf(), r.Page.Interval, want)
 	}
 }
