@@ -239,12 +239,20 @@ func cmdSynthweb(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", synthweb.DefaultConfig().Seed, "generator seed")
 	domain := fs.String("domain", synthweb.DefaultConfig().Domain, "parent domain of every host")
 	traps := fs.Int("trap-hosts", synthweb.DefaultConfig().TrapHosts, "spider-trap hosts (infinite calendars)")
+	seeds := fs.Int("seeds", synthweb.DefaultConfig().Seeds, "seed home pages")
+	slow := fs.Float64("slow-hosts", synthweb.DefaultConfig().SlowHosts, "fraction of hosts that answer slowly")
+	crawlDelay := fs.Float64("crawl-delay-hosts", synthweb.DefaultConfig().CrawlDelayHosts, "fraction of hosts whose robots.txt has a Crawl-delay")
+	changeEvery := fs.Duration("change-every", 0, "a fraction --changing-pages of the pages change this often (whole seconds; 0: never)")
+	changing := fs.Float64("changing-pages", 0, "fraction of the pages that change every --change-every")
+	validators := fs.Bool("validators", false, "pages carry ETag and Last-Modified and answer conditional GETs with 304")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages, wc.Seed = *hosts, *pages, *seed
-	wc.Domain, wc.TrapHosts = *domain, *traps
+	wc.Domain, wc.TrapHosts, wc.Seeds = *domain, *traps, *seeds
+	wc.SlowHosts, wc.CrawlDelayHosts = *slow, *crawlDelay
+	wc.ChangeEvery, wc.ChangingPages, wc.Validators = *changeEvery, *changing, *validators
 	web, err := synthweb.New(wc)
 	if err != nil {
 		return err

@@ -127,7 +127,9 @@ const MaxEntryRedirects = 255
 // record moved by a rebalance is due to be fetched again (recurring
 // crawls). Entries without a Due are encoded as before it existed; a
 // receiver that predates it refuses the batch (an unknown kind) and the
-// sender keeps it until the receiver is upgraded.
+// sender keeps it until the receiver is upgraded. A KindNew entry, which
+// never has a Due, carries its NewURL.LastMod (a sitemap's <lastmod>) in
+// the same field.
 const kindDue = 0x40
 
 // appendEntry encodes e: kind (| kindRedirects, then the redirect chain
@@ -139,8 +141,12 @@ func appendEntry(b []byte, e Entry) []byte {
 	if r > 0 {
 		k |= kindRedirects
 	}
-	due := e.Due.UnixMilli()
-	if !e.Due.IsZero() && due > 0 {
+	at := e.Due
+	if e.Kind == KindNew {
+		at = e.LastMod
+	}
+	due := at.UnixMilli()
+	if !at.IsZero() && due > 0 {
 		k |= kindDue
 	}
 	b = append(b, k)
@@ -222,6 +228,9 @@ func (d *decoder) entry() Entry {
 				return e
 			}
 			e.Due = time.UnixMilli(int64(ms))
+			if base == KindNew {
+				e.Due, e.LastMod = time.Time{}, e.Due
+			}
 		}
 	}
 	depth := d.uvarint()

@@ -96,6 +96,8 @@ func TestBatchCodecDue(t *testing.T) {
 		{Kind: KindDone, NewURL: frontier.NewURL{URL: "http://a.test/x", Host: "a.test", Depth: 2, Due: due}},
 		{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://a.test/y", Host: "a.test", Redirects: 3, Due: due}},
 		{Kind: KindReplica, NewURL: frontier.NewURL{URL: "http://a.test/z", Host: "a.test"}},
+		// A sitemap's <lastmod> travels with a discovered URL (in Due's place).
+		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a.test/s", Host: "a.test", Depth: 1, LastMod: due}},
 	}}
 	got, err := DecodeBatch(EncodeBatch(b))
 	if err != nil || !reflect.DeepEqual(got, b) {

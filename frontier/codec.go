@@ -302,7 +302,14 @@ func appendHost(buf []byte, h *HostStats) []byte {
 	buf = binary.AppendVarint(buf, h.Errors)
 	buf = binary.AppendVarint(buf, h.Bytes)
 	buf = binary.AppendVarint(buf, unixNano(h.LastFetch))
-	return binary.AppendVarint(buf, int64(h.Delay))
+	buf = binary.AppendVarint(buf, int64(h.Delay))
+	if h.RoundFetched == 0 && h.LastRoundFetched == 0 {
+		return buf // as before rounds were kept
+	}
+	for _, v := range []int64{h.RoundFetched, h.RoundBytes, h.LastRoundFetched, h.LastRoundBytes} {
+		buf = binary.AppendVarint(buf, v)
+	}
+	return buf
 }
 
 func decodeHost(host string, v []byte) (HostStats, error) {
@@ -316,6 +323,10 @@ func decodeHost(host string, v []byte) (HostStats, error) {
 	h.LastFetch = fromUnixNano(r.varint())
 	if len(r.b) > 0 { // absent in records written before Delay was kept
 		h.Delay = time.Duration(r.varint())
+	}
+	if len(r.b) > 0 { // absent before rounds were kept, and before a host's first fetch
+		h.RoundFetched, h.RoundBytes = r.varint(), r.varint()
+		h.LastRoundFetched, h.LastRoundBytes = r.varint(), r.varint()
 	}
 	if r.err != nil {
 		return HostStats{}, fmt.Errorf("frontier: host %q: corrupt stats: %w", host, r.err)

@@ -228,6 +228,34 @@ func (f *Frontier) MarkReplicas(ctx context.Context, refs []Ref) (int, error) {
 	}})
 }
 
+// redue updates the due time of the COMPLETED record s from a copy another
+// member sent (due; zero: none). A replica (fresh) takes the owner's due
+// time as it is: the owner sends it after each fetch. A record moved by a
+// rebalance takes it when it is earlier and this node did not fetch the
+// page itself: the moved copy may be the owner's and this one a replica
+// whose release was refused (pushed back); a page fetched here keeps the
+// due time of that fetch (the moved copy may be a replica the fetch's
+// update has not reached yet). Otherwise it is left alone (counted as
+// ignored).
+func (st *txState) redue(s *stored, due time.Time, fresh bool) error {
+	copied := s.Reason == ReasonReplica || s.Reason == ReasonMoved || s.Reason == reasonDoneElsewhere
+	if due.IsZero() || due.Equal(s.Due) || (!fresh && (!copied || !s.Due.IsZero() && !due.Before(s.Due))) {
+		st.ignored++
+		return nil
+	}
+	if err := st.unindexDue(s); err != nil {
+		return err
+	}
+	s.Due = due
+	if s.Page.Interval == 0 {
+		s.Page.Interval = max(due.Sub(st.now), 0)
+	}
+	if err := st.indexDue(s); err != nil {
+		return err
+	}
+	return st.putRecord(s)
+}
+
 // claimed reports whether r's running entry was written by Claim.
 func (st *txState) claimed(r keyRef) bool {
 	v := st.inprog.Get(recKey(st.scratch[:0], r.hk, r.fp))
@@ -238,8 +266,9 @@ func (st *txState) claimed(r keyRef) bool {
 // and moved here by a rebalance, as COMPLETED, so that they are never
 // crawled here: an unknown URL is inserted COMPLETED (reason "moved"; the
 // host's MaxPerHost does not apply, the URL was admitted elsewhere), an
-// IN_LIST or STALLED one becomes COMPLETED (reason "done_elsewhere"),
-// IN_PROGRESS and COMPLETED ones are left alone. It returns how many
+// IN_LIST or STALLED one becomes COMPLETED (reason "done_elsewhere"), a
+// COMPLETED one takes the sent due time when it is earlier (redue), an
+// IN_PROGRESS one is left alone. It returns how many
 // records it inserted or completed, once durable.
 func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
 	return f.addDone(ctx, urls, ReasonMoved, true)
@@ -253,11 +282,14 @@ const (
 	// copy so that the URL is not crawled again should the owner fail
 	// (AddReplicas).
 	ReasonReplica = "replica"
+	// reasonDoneElsewhere: queued here, fetched by another node (AddDone).
+	reasonDoneElsewhere = "done_elsewhere"
 )
 
 // AddReplicas stores the fingerprints of URLs their owner fetched, kept
 // here as the second copy (reason "replica"): like AddDone, but a replica
-// counts against no host's MaxPerHost here.
+// counts against no host's MaxPerHost here, and a COMPLETED record takes
+// the sent due time (the owner's next revisit) as it is.
 func (f *Frontier) AddReplicas(ctx context.Context, urls []NewURL) (int, error) {
 	return f.addDone(ctx, urls, ReasonReplica, false)
 }
@@ -298,6 +330,11 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 						return 0, err
 					}
 					st.cnt[cStalled]--
+				case Completed:
+					if err := st.redue(&s, u.due, reason == ReasonReplica); err != nil {
+						return 0, err
+					}
+					continue
 				default:
 					st.ignored++
 					continue
@@ -305,7 +342,7 @@ func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, ad
 				if !s.Due.IsZero() {
 					st.revisits-- // a queued revisit: the other member fetched it
 				}
-				s.State, s.Reason, s.NextTry, s.Due = Completed, "done_elsewhere", time.Time{}, u.due
+				s.State, s.Reason, s.NextTry, s.Due = Completed, reasonDoneElsewhere, time.Time{}, u.due
 				if reason == ReasonReplica {
 					s.Reason = ReasonReplica
 				}

@@ -269,8 +269,13 @@ func (f *Frontier) ReleaseDue(ctx context.Context, now time.Time, limit int) (in
 }
 
 // recheckAfter is the least time a refused due record waits before it is
-// looked at again.
-const recheckAfter = time.Minute
+// looked at again; one with a longer interval waits its interval. A
+// refused record is another member's (a replica) or waits for an absent
+// member: its due time moves on by no more than the owner's own schedule
+// would (or this floor, for a record moved here with its due time about
+// now, whose interval is not known), so that a member that takes the
+// record over (a rebalance ships the due time) is late by at most that.
+const recheckAfter = 5 * time.Second
 
 func (st *txState) releaseDue(now time.Time, limit int) (int, error) {
 	var keys [][]byte
@@ -391,6 +396,28 @@ func (st *txState) requeueDone(u *pendingURL) error {
 	st.cnt[cInList]++
 	st.revisits++
 	return nil
+}
+
+// dueIfModified makes the COMPLETED record of u due now when it waits for
+// a revisit (a Due) later than now and its last capture is older than
+// u.mod (a sitemap's <lastmod>); other records, and records without a
+// capture time, keep their schedule.
+func (st *txState) dueIfModified(u *pendingURL) error {
+	s, ok, err := st.get(keyRef{u.hk, u.fp})
+	if err != nil || !ok || s.State != Completed || s.Due.IsZero() || !s.Due.After(st.now) {
+		return err
+	}
+	if s.Page.Archived.IsZero() || !u.mod.After(s.Page.Archived) {
+		return nil
+	}
+	if err := st.unindexDue(&s); err != nil {
+		return err
+	}
+	s.Due = st.now
+	if err := st.indexDue(&s); err != nil {
+		return err
+	}
+	return st.putRecord(&s)
 }
 
 // Hosts returns the statistics of at most limit hosts (<= 0: 1000) in

@@ -1,6 +1,8 @@
 package frontier
 
 import (
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -314,4 +316,194 @@ func TestRevisitAfterTriesUsedUp(t *testing.T) {
 	if r.State != Completed || r.Due.IsZero() {
 		t.Fatalf("a URL completed by its last failed try: %s, due %v; want COMPLETED and due again", r.State, r.Due)
 	}
+}
+
+// TestRedueCopies: the due time of a COMPLETED record follows the copies
+// other members send: a replica takes the owner's due time as it is, a
+// moved record only an earlier one; a refused release waits the page's
+// interval (not a minute), so a due time shipped by a rebalance is late by
+// at most one interval.
+func TestRedueCopies(t *testing.T) {
+	f := open(t, nil)
+	us := gen("rd", 1, 1)
+	u := us[0]
+	base := time.Now().Add(10 * time.Second).Truncate(time.Millisecond)
+	dueOf := func() time.Time {
+		t.Helper()
+		r, ok, err := f.Get(RefOf(u.URL))
+		if err != nil || !ok || r.State != Completed {
+			t.Fatalf("record: %+v, %v, %v; want COMPLETED", r, ok, err)
+		}
+		return r.Due
+	}
+	steps := []struct {
+		name    string
+		replica bool
+		due     time.Time
+		want    time.Time
+	}{
+		{"a new replica", true, base, base},
+		{"the owner's next revisit, later", true, base.Add(3 * time.Second), base.Add(3 * time.Second)},
+		{"the owner's due time, earlier", true, base.Add(time.Second), base.Add(time.Second)},
+		{"a moved copy, later: kept", false, base.Add(5 * time.Second), base.Add(time.Second)},
+		{"a moved copy, earlier: taken", false, base, base},
+		{"no due time: kept", true, time.Time{}, base},
+		{"fetched here, a moved copy earlier: kept", false, base.Add(-time.Second), base},
+	}
+	for i, s := range steps {
+		if i == len(steps)-1 { // fetched here since
+			if n, err := f.ReleaseDue(ctx, base, 0); err != nil || n != 1 {
+				t.Fatalf("ReleaseDue = %d, %v", n, err)
+			}
+			fetchAll(t, f, us, Schedule{Interval: 10 * time.Second}, ChangeUnknown)
+			s.want = dueOf()
+		}
+		add := f.AddDone
+		if s.replica {
+			add = f.AddReplicas
+		}
+		if _, err := add(ctx, []NewURL{{URL: u.URL, Host: u.Host, Due: s.due}}); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got := dueOf(); !got.Equal(s.want) {
+			t.Fatalf("%s: due %v, want %v", s.name, got, s.want)
+		}
+		if next, ok := f.NextDue(); !ok || !next.Equal(s.want) {
+			t.Fatalf("%s: NextDue %v, %v; want %v (one index entry, at the record's due time)", s.name, next, ok, s.want)
+		}
+	}
+	// Refused: it waits its interval (10s), not more.
+	f.SetDueFilter(func(Record) bool { return false })
+	now := base.Add(time.Second)
+	if n, err := f.ReleaseDue(ctx, now, 0); err != nil || n != 0 {
+		t.Fatalf("ReleaseDue refusing all = %d, %v", n, err)
+	}
+	r, _, _ := f.Get(RefOf(u.URL))
+	if want := now.Add(10 * time.Second); r.Page.Interval != 10*time.Second || !dueOf().Equal(want) {
+		t.Fatalf("refused: due %v with interval %s; want %v (its interval later)", dueOf(), r.Page.Interval, want)
+	}
+}
+
+// TestSitemapLastModDue: a known URL added again with a sitemap's
+// <lastmod> newer than its last capture is due at once; one whose lastmod
+// is not newer, one without a lastmod, and one not revisited at all keep
+// their schedule; a new URL with a lastmod is added as usual.
+func TestSitemapLastModDue(t *testing.T) {
+	f := open(t, nil)
+	us := gen("lm", 1, 5)
+	if _, err := f.Add(ctx, us[:4]); err != nil {
+		t.Fatal(err)
+	}
+	archived := time.Now().Add(-time.Hour).Truncate(time.Second)
+	if err := f.MarkInProgress(ctx, refsOf(us[:4])); err != nil {
+		t.Fatal(err)
+	}
+	var rs []Result
+	for i, u := range us[:4] {
+		rev := Schedule{Interval: 24 * time.Hour}
+		if i == 3 {
+			rev = Schedule{} // crawled once
+		}
+		rs = append(rs, Result{FP: Fingerprint(u.URL), Host: u.Host, State: Completed, Status: 200, Reason: "ok", Revisit: rev,
+			Page: &PageState{Digest: [20]byte{byte(i + 1)}, Archived: archived}})
+	}
+	if err := f.Finish(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	mods := []time.Time{archived.Add(time.Minute), archived.Add(-time.Minute), {}, archived.Add(time.Minute), archived.Add(time.Minute)}
+	again := slices.Clone(us)
+	for i := range again {
+		again[i].LastMod = mods[i]
+	}
+	if _, err := f.Add(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if n, err := f.ReleaseDue(ctx, now, 0); err != nil || n != 1 {
+		t.Fatalf("ReleaseDue after the sitemap = %d, %v; want 1 (the page modified since its capture)", n, err)
+	}
+	want := []struct {
+		state State
+		due   bool // due in about a day
+	}{{InList, false}, {Completed, true}, {Completed, true}, {Completed, false}, {InList, false}}
+	for i, u := range us {
+		r, ok, err := f.Get(RefOf(u.URL))
+		if err != nil || !ok {
+			t.Fatalf("%s: %v %v", u.URL, ok, err)
+		}
+		later := r.Due.After(now.Add(23 * time.Hour))
+		if r.State != want[i].state || later != want[i].due {
+			t.Errorf("%s (lastmod %v): %s due %v; want %s, due in a day %v", u.URL, mods[i], r.State, r.Due, want[i].state, want[i].due)
+		}
+	}
+}
+
+// TestHostRounds: a host's attempts and bytes are counted per round; the
+// first round ends at the host's first revisit, a later one when a revisit
+// finds as many attempts as the host has URLs. The counts survive a
+// reopen.
+func TestHostRounds(t *testing.T) {
+	dir := t.TempDir()
+	o := DefaultOptions(filepath.Join(dir, "frontier.db"))
+	o.NoSync = true
+	f, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := gen("rnd", 1, 3)
+	host := us[0].Host
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(us []NewURL, bytes int64) {
+		t.Helper()
+		if err := f.MarkInProgress(ctx, refsOf(us)); err != nil {
+			t.Fatal(err)
+		}
+		var rs []Result
+		for _, u := range us {
+			rs = append(rs, Result{FP: Fingerprint(u.URL), Host: u.Host, State: Completed, Status: 200, Reason: "ok", Bytes: bytes,
+				Revisit: Schedule{Interval: time.Minute}})
+		}
+		if err := f.Finish(ctx, rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := func() {
+		t.Helper()
+		if n, err := f.ReleaseDue(ctx, time.Now().Add(2*time.Minute), 0); err != nil || n != len(us) {
+			t.Fatalf("ReleaseDue = %d, %v", n, err)
+		}
+	}
+	type counts struct{ round, roundBytes, last, lastBytes int64 }
+	check := func(what string, want counts) {
+		t.Helper()
+		hs, ok, err := f.Host(host)
+		if err != nil || !ok {
+			t.Fatalf("%s: host stats %v %v", what, ok, err)
+		}
+		if got := (counts{hs.RoundFetched, hs.RoundBytes, hs.LastRoundFetched, hs.LastRoundBytes}); got != want {
+			t.Fatalf("%s: rounds %+v, want %+v", what, got, want)
+		}
+	}
+	fetch(us[:2], 100)
+	check("first crawl, two pages", counts{2, 200, 0, 0})
+	fetch(us[2:], 100)
+	check("first crawl done", counts{3, 300, 0, 0})
+	release()
+	fetch(us[:1], 1000)
+	check("first revisit", counts{1, 1000, 3, 300})
+	fetch(us[1:], 1000)
+	check("second round done", counts{3, 3000, 3, 300})
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = Open(o); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	check("reopened", counts{3, 3000, 3, 300})
+	release()
+	fetch(us[:1], 10)
+	check("third round", counts{1, 10, 3, 3000})
 }

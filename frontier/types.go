@@ -101,6 +101,11 @@ type NewURL struct {
 	// which limits chains (fetch.max_redirects) however many members they
 	// cross; the frontier does not keep it.
 	Redirects int
+	// LastMod is when a sitemap says URL last changed (its <lastmod>;
+	// zero: not said). A known COMPLETED URL waiting for its revisit
+	// whose last capture is older becomes due at once (Add); a new URL
+	// ignores it.
+	LastMod time.Time
 }
 
 // Result is the outcome of one fetch, reported with Finish.
@@ -163,6 +168,14 @@ type HostStats struct {
 	// effect at its last attempt (Result.Delay), so a restarted node keeps
 	// it before it has read robots.txt again. 0 when never recorded.
 	Delay time.Duration
+	// RoundFetched and RoundBytes count the attempts and bytes of the
+	// host's current round, LastRoundFetched and LastRoundBytes those of
+	// its last finished one (0: none yet). The first round ends at the
+	// host's first revisit; a later one when a revisit finds it with as
+	// many attempts as the host has URLs (Admitted). Recurring crawls
+	// estimate a site's data amount from its last round.
+	RoundFetched, RoundBytes         int64
+	LastRoundFetched, LastRoundBytes int64
 }
 
 // Options configure Open. Zero values of Phases, MaxTries and BatchSize mean

@@ -64,12 +64,13 @@ type pendingURL struct {
 	host  string
 	depth int
 	due   time.Time
+	mod   time.Time // NewURL.LastMod
 }
 
 // newPendingURL prepares the URL u of host for the writer.
 func newPendingURL(u NewURL, host string) pendingURL {
 	host = normHost(host)
-	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due}
+	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due, mod: u.LastMod}
 }
 
 func (o *op) items() int {
@@ -531,6 +532,10 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 				if err := st.requeueDone(u); err != nil {
 					return 0, err
 				}
+			} else if !u.mod.IsZero() {
+				if err := st.dueIfModified(u); err != nil {
+					return 0, err
+				}
 			}
 			continue // known (also when added earlier in this transaction)
 		}
@@ -705,6 +710,7 @@ func (st *txState) finish(rs []Result) (int, error) {
 			return 0, err
 		}
 		st.cnt[cInProgress]--
+		revisit := !s.Due.IsZero()
 		free := r.Free && r.State == Stalled
 		if !free {
 			s.Tries++
@@ -735,6 +741,13 @@ func (st *txState) finish(rs []Result) (int, error) {
 			return 0, err
 		}
 		hs.Fetched++
+		if revisit && hs.RoundFetched > 0 && (hs.LastRoundFetched == 0 || hs.RoundFetched >= hs.Admitted) {
+			// A new round: the one before is the host's last round.
+			hs.LastRoundFetched, hs.LastRoundBytes = hs.RoundFetched, hs.RoundBytes
+			hs.RoundFetched, hs.RoundBytes = 0, 0
+		}
+		hs.RoundFetched++
+		hs.RoundBytes += max(r.Bytes, 0)
 		if r.State == Stalled || r.Status >= 400 || (r.Reason != "" && r.Reason != "ok") {
 			hs.Errors++
 		}

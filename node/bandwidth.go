@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/phasecrawl/phasecrawl/bandwidth"
+	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 // newBudget builds the node's bandwidth budget (package bandwidth) and
@@ -43,12 +44,28 @@ func (n *Node) newBudget() error {
 }
 
 // remainingBytes estimates the data a host has left (bandwidth.Config's
-// Remaining) from its frontier statistics: its URLs not fetched yet times
-// its mean page size so far (refined with every page; on a recrawl the
-// earlier rounds' pages count too). Nothing fetched yet: not known.
+// Remaining) from its frontier statistics (hostAmount).
 func (n *Node) remainingBytes(host string) (bandwidth.Amount, bool) {
 	hs, found, err := n.front.Host(host)
-	if err != nil || !found || hs.Fetched == 0 {
+	if err != nil || !found {
+		return bandwidth.Amount{}, false
+	}
+	return hostAmount(hs)
+}
+
+// hostAmount is the data the host hs has left in its round. With a
+// finished round (a recurring crawl), the last round's mean page size
+// times the URLs the current round has not fetched yet (its URLs less the
+// current round's attempts); on a first crawl, its URLs not fetched yet
+// times its mean page size so far (refined with every page). Nothing
+// fetched yet: not known.
+func hostAmount(hs frontier.HostStats) (bandwidth.Amount, bool) {
+	if hs.LastRoundFetched > 0 {
+		perPage := float64(hs.LastRoundBytes) / float64(hs.LastRoundFetched)
+		left := max(hs.Admitted-hs.RoundFetched, 0)
+		return bandwidth.Amount{Left: float64(left) * perPage, PerPage: perPage, Recorded: float64(hs.Bytes)}, true
+	}
+	if hs.Fetched == 0 {
 		return bandwidth.Amount{}, false
 	}
 	perPage := float64(hs.Bytes) / float64(hs.Fetched)

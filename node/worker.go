@@ -539,8 +539,9 @@ func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.Lo
 }
 
 // sitemap collects the URLs of a sitemap (or the sitemaps of a sitemap
-// index) at depth+1 (depth); ok is false when body is not a sitemap. The
-// entries' <lastmod> is read (fetch.SitemapEntry) but not kept.
+// index) at depth+1 (depth); ok is false when body is not a sitemap. An
+// entry's <lastmod> goes with its URL to the URL's owner, where a page
+// captured before it is due for a revisit at once (frontier.NewURL.LastMod).
 func (t *hostTrip) sitemap(body []byte, depth int) (kept int, ok bool) {
 	sm, err := fetch.ParseSitemap(body)
 	if err != nil {
@@ -552,6 +553,7 @@ func (t *hostTrip) sitemap(body []byte, depth int) (kept int, ok bool) {
 	}
 	for _, e := range sm.Entries {
 		if t.discover(e.Loc, depth) {
+			t.found[len(t.found)-1].LastMod = e.LastMod
 			kept++
 		}
 	}

@@ -21,10 +21,15 @@ import (
 )
 
 // WebArgs are the arguments of `phasecrawl synthweb` serving the web of wc
-// at listen (HOST:PORT).
+// at listen (HOST:PORT): its seed, hosts, pages, seeds, trap, slow and
+// Crawl-delay hosts and its changes (the other fields keep their defaults).
 func WebArgs(listen string, wc synthweb.Config) []string {
+	f := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 	return []string{"synthweb", "--listen", listen, "--trap-hosts", strconv.Itoa(wc.TrapHosts),
-		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10)}
+		"--hosts", strconv.Itoa(wc.Hosts), "--pages", strconv.Itoa(wc.Pages), "--seed", strconv.FormatInt(wc.Seed, 10),
+		"--seeds", strconv.Itoa(wc.Seeds), "--slow-hosts", f(wc.SlowHosts), "--crawl-delay-hosts", f(wc.CrawlDelayHosts),
+		"--change-every", wc.ChangeEvery.String(), "--changing-pages", f(wc.ChangingPages),
+		"--validators=" + strconv.FormatBool(wc.Validators)}
 }
 
 // StartWeb starts cmd, a `phasecrawl synthweb` process (WebArgs) serving
