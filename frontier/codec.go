@@ -303,13 +303,17 @@ func appendHost(buf []byte, h *HostStats) []byte {
 	buf = binary.AppendVarint(buf, h.Bytes)
 	buf = binary.AppendVarint(buf, unixNano(h.LastFetch))
 	buf = binary.AppendVarint(buf, int64(h.Delay))
-	if h.RoundFetched == 0 && h.LastRoundFetched == 0 {
+	if h.RoundFetched == 0 && h.LastRoundFetched == 0 && h.RoundTime == 0 && h.LastRoundTime == 0 {
 		return buf // as before rounds were kept
 	}
 	for _, v := range []int64{h.RoundFetched, h.RoundBytes, h.LastRoundFetched, h.LastRoundBytes} {
 		buf = binary.AppendVarint(buf, v)
 	}
-	return buf
+	if h.RoundTime == 0 && h.LastRoundTime == 0 {
+		return buf // as before round times were kept
+	}
+	buf = binary.AppendVarint(buf, int64(h.RoundTime))
+	return binary.AppendVarint(buf, int64(h.LastRoundTime))
 }
 
 func decodeHost(host string, v []byte) (HostStats, error) {
@@ -327,6 +331,9 @@ func decodeHost(host string, v []byte) (HostStats, error) {
 	if len(r.b) > 0 { // absent before rounds were kept, and before a host's first fetch
 		h.RoundFetched, h.RoundBytes = r.varint(), r.varint()
 		h.LastRoundFetched, h.LastRoundBytes = r.varint(), r.varint()
+	}
+	if len(r.b) > 0 { // absent before round times were kept, and before a host's first trip time
+		h.RoundTime, h.LastRoundTime = time.Duration(r.varint()), time.Duration(r.varint())
 	}
 	if r.err != nil {
 		return HostStats{}, fmt.Errorf("frontier: host %q: corrupt stats: %w", host, r.err)

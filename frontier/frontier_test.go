@@ -639,6 +639,22 @@ func TestHostStatsCodec(t *testing.T) {
 	if _, err := decodeHost("a.test", old[:len(old)-1]); err == nil {
 		t.Fatal("a truncated record decoded without error")
 	}
+	// Rounds without round times (written before they were kept) decode
+	// with zero times; with them, everything comes back.
+	r := HostStats{Host: "a.test", Admitted: 7, Fetched: 6, RoundFetched: 3, RoundBytes: 30, LastRoundFetched: 7, LastRoundBytes: 70}
+	v := appendHost(nil, &r)
+	if got, err := decodeHost("a.test", v); err != nil || got != r {
+		t.Fatalf("rounds without times: %+v, %v; want %+v", got, err, r)
+	}
+	r.RoundTime, r.LastRoundTime = 1500*time.Millisecond, 9*time.Second
+	v2 := appendHost(nil, &r)
+	if got, err := decodeHost("a.test", v2); err != nil || got != r || len(v2) <= len(v) {
+		t.Fatalf("rounds with times: %+v, %v; want %+v", got, err, r)
+	}
+	r = HostStats{Host: "a.test", Admitted: 1, LastRoundTime: time.Second} // times without counters
+	if got, err := decodeHost("a.test", appendHost(nil, &r)); err != nil || got != r {
+		t.Fatalf("times only: %+v, %v; want %+v", got, err, r)
+	}
 }
 
 func TestSetPhases(t *testing.T) {

@@ -489,3 +489,35 @@ func (f *Frontier) HostNextDue(host string) (time.Time, bool, error) {
 	}
 	return t, ok, nil
 }
+
+// AddRoundTimeAsync adds d, the time one of host's trips held a worker, to
+// the host's current round (HostStats.RoundTime), without waiting for the
+// commit (see Pending; Pending.Host then has the host's statistics). A host
+// without statistics here (another member's, lent) is left alone. Submitted
+// after the trip's results, it counts in the round they count in.
+func (f *Frontier) AddRoundTimeAsync(ctx context.Context, host string, d time.Duration) *Pending {
+	host = normHost(host)
+	hs := &HostStats{}
+	p := &Pending{reply: make(chan opReply, 1), host: hs}
+	if d <= 0 || host == "" {
+		p.reply <- opReply{}
+		return p
+	}
+	o := &op{kind: opFunc, ctx: ctx, reply: p.reply, fn: func(st *txState) (int, error) {
+		*hs = HostStats{} // only what this run of the write found
+		if _, cached := st.hostCache[host]; !cached && st.hosts.Get([]byte(host)) == nil {
+			return 0, nil
+		}
+		h, err := st.host(host)
+		if err != nil {
+			return 0, fmt.Errorf("round time of %s: %w", host, err)
+		}
+		h.RoundTime += d
+		*hs = *h
+		return 1, nil
+	}}
+	if err := f.send(ctx, o); err != nil {
+		p.reply <- opReply{err: err}
+	}
+	return p
+}

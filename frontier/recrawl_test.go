@@ -3,6 +3,7 @@ package frontier
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -440,8 +441,10 @@ func TestSitemapLastModDue(t *testing.T) {
 
 // TestHostRounds: a host's attempts and bytes are counted per round; the
 // first round ends at the host's first revisit, a later one when a revisit
-// finds as many attempts as the host has URLs. The counts survive a
-// reopen.
+// finds as many attempts as the host has URLs. The trip times reported
+// (AddRoundTimeAsync) follow the same rounds; LatestRound is the current
+// round once it has an attempt per URL, else the last one. The counts
+// survive a reopen.
 func TestHostRounds(t *testing.T) {
 	dir := t.TempDir()
 	o := DefaultOptions(filepath.Join(dir, "frontier.db"))
@@ -475,26 +478,55 @@ func TestHostRounds(t *testing.T) {
 			t.Fatalf("ReleaseDue = %d, %v", n, err)
 		}
 	}
-	type counts struct{ round, roundBytes, last, lastBytes int64 }
+	trip := func(d time.Duration) {
+		t.Helper()
+		p := f.AddRoundTimeAsync(ctx, strings.ToUpper(host), d)
+		if n, err := p.Wait(); err != nil || n != 1 {
+			t.Fatalf("AddRoundTimeAsync = %d, %v", n, err)
+		}
+		if hs, ok := p.Host(); !ok || hs.Host != host || hs.RoundTime <= 0 {
+			t.Fatalf("Pending.Host = %+v, %v", hs, ok)
+		}
+	}
+	latest := func(what string, want time.Duration) {
+		t.Helper()
+		hs, _, _ := f.Host(host)
+		_, _, took, ok := hs.LatestRound()
+		if ok != (want > 0) || took != want {
+			t.Fatalf("%s: LatestRound %v %v, want %v", what, took, ok, want)
+		}
+	}
+	type counts struct {
+		round, roundBytes, last, lastBytes int64
+		roundTime, lastTime                time.Duration
+	}
 	check := func(what string, want counts) {
 		t.Helper()
 		hs, ok, err := f.Host(host)
 		if err != nil || !ok {
 			t.Fatalf("%s: host stats %v %v", what, ok, err)
 		}
-		if got := (counts{hs.RoundFetched, hs.RoundBytes, hs.LastRoundFetched, hs.LastRoundBytes}); got != want {
+		if got := (counts{hs.RoundFetched, hs.RoundBytes, hs.LastRoundFetched, hs.LastRoundBytes, hs.RoundTime, hs.LastRoundTime}); got != want {
 			t.Fatalf("%s: rounds %+v, want %+v", what, got, want)
 		}
 	}
 	fetch(us[:2], 100)
-	check("first crawl, two pages", counts{2, 200, 0, 0})
+	trip(time.Second)
+	check("first crawl, two pages", counts{2, 200, 0, 0, time.Second, 0})
+	latest("first crawl, two pages", 0) // not every URL tried yet, no last round
 	fetch(us[2:], 100)
-	check("first crawl done", counts{3, 300, 0, 0})
+	trip(2 * time.Second)
+	check("first crawl done", counts{3, 300, 0, 0, 3 * time.Second, 0})
+	latest("first crawl done", 3*time.Second)
 	release()
 	fetch(us[:1], 1000)
-	check("first revisit", counts{1, 1000, 3, 300})
+	check("first revisit", counts{1, 1000, 3, 300, 0, 3 * time.Second})
+	latest("first revisit", 3*time.Second)
+	trip(time.Second)
 	fetch(us[1:], 1000)
-	check("second round done", counts{3, 3000, 3, 300})
+	trip(4 * time.Second)
+	check("second round done", counts{3, 3000, 3, 300, 5 * time.Second, 3 * time.Second})
+	latest("second round done", 5*time.Second)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -502,8 +534,15 @@ func TestHostRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	check("reopened", counts{3, 3000, 3, 300})
+	check("reopened", counts{3, 3000, 3, 300, 5 * time.Second, 3 * time.Second})
 	release()
 	fetch(us[:1], 10)
-	check("third round", counts{1, 10, 3, 3000})
+	check("third round", counts{1, 10, 3, 3000, 0, 5 * time.Second})
+	// A host this frontier has no statistics of is left alone.
+	if n, err := f.AddRoundTimeAsync(ctx, "other.test", time.Second).Wait(); err != nil || n != 0 {
+		t.Fatalf("AddRoundTimeAsync of an unknown host = %d, %v", n, err)
+	}
+	if _, ok, _ := f.Host("other.test"); ok {
+		t.Fatal("AddRoundTimeAsync created the stats of an unknown host")
+	}
 }

@@ -59,7 +59,18 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 type Pending struct {
 	reply chan opReply
 	tk    *taking // SettleAsyncTaking
+	host  *HostStats // AddRoundTimeAsync: the host's stats after the write (nil: none)
 	done  bool
+}
+
+// Host returns, once an AddRoundTimeAsync write is done, the host's
+// statistics as the write left them; false for other writes, a host
+// without statistics, or before the write is done.
+func (p *Pending) Host() (HostStats, bool) {
+	if p.host == nil || !p.done || p.host.Host == "" {
+		return HostStats{}, false
+	}
+	return *p.host, true
 }
 
 // taking is a settle write's request for the new URLs of the trip's host.

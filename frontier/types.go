@@ -176,6 +176,30 @@ type HostStats struct {
 	// estimate a site's data amount from its last round.
 	RoundFetched, RoundBytes         int64
 	LastRoundFetched, LastRoundBytes int64
+	// RoundTime and LastRoundTime are what the current and the last
+	// finished round cost the workers: the sum of the durations of the
+	// host's trips (a worker holds a host's element from the moment it
+	// takes it to the moment it reports the trip done: the requests, the
+	// politeness waits between them and the trip's commit; not the waits
+	// between two trips, when the worker serves other hosts). Reported
+	// with AddRoundTimeAsync; 0: not measured (records written before
+	// round times were kept read as 0).
+	RoundTime, LastRoundTime time.Duration
+}
+
+// LatestRound returns the host's latest measured round: the current one
+// when it is finished as far as the counters tell (at least as many
+// attempts as the host has URLs; it becomes the last round at the host's
+// next revisit), else the last finished one. ok is false when that round
+// has no attempt or no measured time.
+func (h HostStats) LatestRound() (fetched, bytes int64, took time.Duration, ok bool) {
+	if h.RoundFetched > 0 && h.RoundFetched >= h.Admitted && h.RoundTime > 0 {
+		return h.RoundFetched, h.RoundBytes, h.RoundTime, true
+	}
+	if h.LastRoundFetched > 0 && h.LastRoundTime > 0 {
+		return h.LastRoundFetched, h.LastRoundBytes, h.LastRoundTime, true
+	}
+	return 0, 0, 0, false
 }
 
 // Options configure Open. Zero values of Phases, MaxTries and BatchSize mean

@@ -745,6 +745,7 @@ func (st *txState) finish(rs []Result) (int, error) {
 			// A new round: the one before is the host's last round.
 			hs.LastRoundFetched, hs.LastRoundBytes = hs.RoundFetched, hs.RoundBytes
 			hs.RoundFetched, hs.RoundBytes = 0, 0
+			hs.LastRoundTime, hs.RoundTime = hs.RoundTime, 0
 		}
 		hs.RoundFetched++
 		hs.RoundBytes += max(r.Bytes, 0)
