@@ -58,7 +58,7 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 // SettleAsync).
 type Pending struct {
 	reply chan opReply
-	tk    *taking // SettleAsyncTaking
+	tk    *taking    // SettleAsyncTaking
 	host  *HostStats // AddRoundTimeAsync: the host's stats after the write (nil: none)
 	done  bool
 }
