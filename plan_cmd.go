@@ -23,7 +23,7 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tPRIORITY\tREVISIT_S\tNEXT_DUE\tLAST_ROUND_S\tPAGES\tBYTES\tDEADLINE_S")
+	fmt.Fprintln(tw, "HOST\tPRIORITY\tREVISIT_S\tNEXT_DUE\tLAST_ROUND_S\tMEASURED\tPAGES\tBYTES\tDEADLINE_S")
 	var spare *float64
 	for after, first := "", true; first || after != ""; first = false {
 		page, err := getPlan(*addr, after)
@@ -36,7 +36,11 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 			if s.NextDue != nil {
 				due = s.NextDue.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%.3f\t%d\t%d\t%g\n", s.Host, s.Priority, s.RevisitS, due, s.LastRoundS, s.Pages, s.Bytes, s.DeadlineS)
+			measured := "no" // estimated: pages × delay
+			if s.LastRoundMeasured {
+				measured = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%g\t%s\t%.3f\t%s\t%d\t%d\t%g\n", s.Host, s.Priority, s.RevisitS, due, s.LastRoundS, measured, s.Pages, s.Bytes, s.DeadlineS)
 		}
 		after = page.Next
 	}

@@ -25,7 +25,7 @@ func TestPlanCommand(t *testing.T) {
 		var p node.PlanPage
 		switch r.URL.Query().Get("after") {
 		case "":
-			p = node.PlanPage{Sites: []node.PlanSite{{Host: "a.example", Priority: 5, RevisitS: 3600, NextDue: &due, LastRoundS: 0.5, Pages: 50, Bytes: 1000, DeadlineS: 600}}, Next: "a.example", SpareS: &spare}
+			p = node.PlanPage{Sites: []node.PlanSite{{Host: "a.example", Priority: 5, RevisitS: 3600, NextDue: &due, LastRoundS: 0.5, LastRoundMeasured: true, Pages: 50, Bytes: 1000, DeadlineS: 600}}, Next: "a.example", SpareS: &spare}
 		case "a.example":
 			p = node.PlanPage{Sites: []node.PlanSite{{Host: "b.example", RevisitS: 86400, Pages: 3}}, SpareS: &spare}
 		}
@@ -41,8 +41,8 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	for i, want := range [][]string{
-		{"a.example", "5", "3600", "2026-11-25T10:00:00Z", "0.500", "50", "1000", "600"},
-		{"b.example", "0", "86400", "-", "0.000", "3", "0", "0"},
+		{"a.example", "5", "3600", "2026-11-25T10:00:00Z", "0.500", "yes", "50", "1000", "600"},
+		{"b.example", "0", "86400", "-", "0.000", "no", "3", "0", "0"},
 	} {
 		if got := strings.Fields(lines[i+1]); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("row %d: %q, want %q", i, got, want)

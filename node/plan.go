@@ -15,10 +15,12 @@ import (
 
 // The revisit plan (Martinsson): every host with a revisit interval is a
 // site whose round must fit in its interval. A node's workers are its
-// lanes (each works on one host at a time); a host's round is estimated
-// from its last one as its pages times its politeness delay (the delay,
-// or its Crawl-delay, bounds a polite round), times the number of phases
-// (a node works on a host only in the host's phase). The plan's spare time
+// lanes (each works on one host at a time); a host's round is its latest
+// measured round (frontier.HostStats.LatestRound: the time its trips held
+// a worker), or, before one was measured, the estimate of its pages times
+// its politeness delay (the delay, or its Crawl-delay, bounds a polite
+// round); either times the number of phases (a node works on a host only
+// in the host's phase). The plan's spare time
 // is min over lanes of (shortest interval − Σ rounds), exported as
 // phasecrawl_plan_spare_seconds; negative means some site cannot be
 // revisited in time.
@@ -32,12 +34,15 @@ type PlanSite struct {
 	Priority int        `json:"priority"`
 	RevisitS float64    `json:"revisit_s"`
 	NextDue  *time.Time `json:"next_due"`
-	// LastRoundS is the estimate of the host's round from its last one:
-	// its pages times its politeness delay (times the phase count).
-	LastRoundS float64 `json:"last_round_s"`
-	Pages      int64   `json:"pages"`
-	Bytes      int64   `json:"bytes"`
-	DeadlineS  float64 `json:"deadline_s"`
+	// LastRoundS is the host's round time: its latest round as measured
+	// (the time its trips held a worker; LastRoundMeasured) or, before
+	// one was measured, its pages times its politeness delay; times the
+	// phase count.
+	LastRoundS        float64 `json:"last_round_s"`
+	LastRoundMeasured bool    `json:"last_round_measured"`
+	Pages             int64   `json:"pages"`
+	Bytes             int64   `json:"bytes"`
+	DeadlineS         float64 `json:"deadline_s"`
 }
 
 // PlanPage is GET /v1/plan's answer: a page of sites in host order (next:
@@ -50,15 +55,21 @@ type PlanPage struct {
 	SpareS *float64   `json:"spare_s"`
 }
 
-// roundEstimate is the estimated round time of the host hs.
-func (n *Node) roundEstimate(hs frontier.HostStats) time.Duration {
-	per := max(n.cfg.Delay, hs.Delay)
+// roundEstimate is the round time of the host hs: its latest measured
+// round (measured true), else pages × max(delay, Crawl-delay); times the
+// phase count.
+func (n *Node) roundEstimate(hs frontier.HostStats) (d time.Duration, measured bool) {
 	_, nphase, _ := n.phases.Active(time.Now())
-	return time.Duration(hs.Admitted) * per * time.Duration(max(nphase, 1))
+	if _, _, took, ok := hs.LatestRound(); ok {
+		return took * time.Duration(max(nphase, 1)), true
+	}
+	per := max(n.cfg.Delay, hs.Delay)
+	return time.Duration(hs.Admitted) * per * time.Duration(max(nphase, 1)), false
 }
 
 func (n *Node) planSite(hs frontier.HostStats) PlanSite {
-	s := PlanSite{Host: hs.Host, RevisitS: n.cfg.RevisitFor(hs.Host).Seconds(), LastRoundS: n.roundEstimate(hs).Seconds(),
+	round, measured := n.roundEstimate(hs)
+	s := PlanSite{Host: hs.Host, RevisitS: n.cfg.RevisitFor(hs.Host).Seconds(), LastRoundS: round.Seconds(), LastRoundMeasured: measured,
 		Pages: hs.Admitted, Bytes: hs.Bytes}
 	if site, ok := n.cfg.SiteFor(hostName(hs.Host)); ok {
 		s.Priority, s.DeadlineS = site.Priority, site.Deadline.Seconds()
@@ -109,7 +120,8 @@ func (n *Node) computeSpare() (spare float64, ok bool, err error) {
 			if iv <= 0 || h.Admitted == 0 {
 				continue
 			}
-			sites = append(sites, plan.Site{Name: h.Host, Exec: n.roundEstimate(h).Seconds(), Deadline: iv.Seconds()})
+			round, _ := n.roundEstimate(h)
+			sites = append(sites, plan.Site{Name: h.Host, Exec: round.Seconds(), Deadline: iv.Seconds()})
 		}
 		if next == "" {
 			break

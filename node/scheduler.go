@@ -26,6 +26,9 @@ const (
 	slowFactor = 2
 	// pageAvgWeight is the weight (1/pageAvgWeight) of one trip in the mean.
 	pageAvgWeight = 64
+	// maxCosts bounds how many hosts' round costs the scheduler remembers
+	// (scheduler.costs): a host beyond it waits in dispatch order.
+	maxCosts = 1 << 16
 )
 
 // scheduler is the state of the scheduling loop (KSpider §3.4): it owns the
@@ -70,6 +73,21 @@ type scheduler struct {
 	// finds. A collision makes a new host look known: it only waits its
 	// turn. Fixed size: 128 KiB.
 	tripped []uint64
+
+	// costs is, in a recurring crawl (nil otherwise), each host's round
+	// cost as the plan has it (roundEstimate: its latest measured round,
+	// else pages × delay): dispatched elements wait largest cost first
+	// within their part of the queue (LPT as a list). Filled from the
+	// frontier's host statistics when the scheduler starts and refreshed
+	// by each trip's report (the AddRoundTimeAsync write answers with the
+	// host's statistics), so it changes when a host's round ends; enqueue
+	// never reads the frontier.
+	costs map[string]time.Duration
+	// started is when each element a worker took was handed out (a
+	// recurring crawl only); timing holds the trips' time writes not
+	// answered yet, in submission order.
+	started map[bucket.ElementID]time.Time
+	timing  []*frontier.Pending
 }
 
 // trippedBits is the size of scheduler.tripped in bits.
@@ -118,6 +136,9 @@ func newScheduler(n *Node) *scheduler {
 // for the disk: frontier writes it makes are asynchronous (see marking).
 func (n *Node) schedule(ctx context.Context) {
 	s := newScheduler(n)
+	if n.revisits() {
+		s.loadCosts()
+	}
 	s.phase, _, _ = n.phases.Active(time.Now())
 	s.nphase = n.front.Phases()
 	timer := time.NewTimer(0)
@@ -129,6 +150,7 @@ func (n *Node) schedule(ctx context.Context) {
 			s.swap(phase, nphase)
 		}
 		s.reapMarks()
+		s.reapTiming()
 		if freed := n.bkt.Release(now); freed > 0 {
 			s.idle, s.dirty = false, true
 		}
@@ -153,7 +175,7 @@ func (n *Node) schedule(ctx context.Context) {
 		for open && len(s.dead) > 0 {
 			select {
 			case n.deadJobs <- s.dead[0]:
-				s.dead = s.dead[1:]
+				s.deadHandedOut()
 			default:
 				break deadout
 			}
@@ -210,7 +232,7 @@ func (n *Node) schedule(ctx context.Context) {
 		case jobs <- next:
 			s.handedOut()
 		case deadJobs <- deadNext:
-			s.dead = s.dead[1:]
+			s.deadHandedOut()
 		case f := <-n.done:
 			s.finish(f)
 		case <-n.wake:
@@ -231,7 +253,10 @@ func (n *Node) schedule(ctx context.Context) {
 // the others. With sites: priorities, a host's element also waits ahead of
 // those of lower-priority sites in its part of the queue (and one of a
 // site of priority > 0 takes the priority lane): when the due work exceeds
-// the workers, higher-priority sites are served first.
+// the workers, higher-priority sites are served first. In a recurring
+// crawl, among elements of the same priority the host of the larger round
+// cost (scheduler.costs) waits ahead: the free workers take the largest
+// hosts' rounds first (LPT as a list, docs/design/planning.md).
 func (s *scheduler) enqueue(bs []bucket.Batch) {
 	ranked := s.n.sitePriorities()
 	for _, b := range bs {
@@ -243,14 +268,15 @@ func (s *scheduler) enqueue(bs []bucket.Batch) {
 		if ranked {
 			r = s.n.sitePriority(b.Host)
 		}
+		c := s.costs[b.Host]              // 0 without costs
 		lo, hi := s.nprio, len(s.pending) // the part b joins
 		if s.priority(b.Host) || r > 0 {
 			lo, hi = 0, s.nprio
 			s.nprio++
 		}
 		at := hi
-		if ranked { // after the last element of its part whose site ranks at least as high
-			for at > lo && s.n.sitePriority(s.pending[at-1].Host) < r {
+		if ranked || s.costs != nil { // after the last element of its part that ranks at least as high
+			for at > lo && s.below(s.pending[at-1].Host, r, c, ranked) {
 				at--
 			}
 		}
@@ -258,11 +284,99 @@ func (s *scheduler) enqueue(bs []bucket.Batch) {
 	}
 }
 
+// below reports whether host waits behind an element of site priority r
+// and round cost c: its priority is lower, or the same with a smaller cost.
+func (s *scheduler) below(host string, r int, c time.Duration, ranked bool) bool {
+	hr := 0
+	if ranked {
+		hr = s.n.sitePriority(host)
+	}
+	return hr < r || hr == r && s.costs[host] < c
+}
+
 // handedOut drops s.pending[0], which a worker took.
 func (s *scheduler) handedOut() {
+	s.startTrip(s.pending[0].ID)
 	s.pending = s.pending[1:]
 	if s.nprio > 0 {
 		s.nprio--
+	}
+}
+
+// deadHandedOut drops s.dead[0], which a dead-link lane worker took.
+func (s *scheduler) deadHandedOut() {
+	s.startTrip(s.dead[0].ID)
+	s.dead = s.dead[1:]
+}
+
+// startTrip remembers when a worker took element id (a recurring crawl only).
+func (s *scheduler) startTrip(id bucket.ElementID) {
+	if s.costs != nil {
+		s.started[id] = time.Now()
+	}
+}
+
+// endTrip adds the time the trip of f held its worker to its host's round
+// (frontier.HostStats.RoundTime), asynchronously; the write's answer
+// refreshes the host's cost (reapTiming).
+func (s *scheduler) endTrip(f finished) {
+	at, ok := s.started[f.id]
+	if !ok {
+		return
+	}
+	delete(s.started, f.id)
+	s.timing = append(s.timing, s.n.front.AddRoundTimeAsync(s.n.persistCtx, f.host, time.Since(at)))
+}
+
+// reapTiming takes the answers of the trip time writes that are done: each
+// host's new cost.
+func (s *scheduler) reapTiming() {
+	k := 0
+	for ; k < len(s.timing); k++ {
+		done, _, err := s.timing[k].Poll()
+		if !done {
+			break // writes commit in order
+		}
+		if err != nil {
+			if s.n.persistCtx.Err() == nil {
+				s.n.log.Error("scheduler: record trip time", "error", err)
+			}
+			continue
+		}
+		if hs, ok := s.timing[k].Host(); ok {
+			s.setCost(hs)
+		}
+	}
+	s.timing = s.timing[k:]
+}
+
+// setCost caches the round cost of the host hs (a host beyond maxCosts is
+// left out).
+func (s *scheduler) setCost(hs frontier.HostStats) {
+	if _, ok := s.costs[hs.Host]; !ok && len(s.costs) >= maxCosts {
+		return
+	}
+	c, _ := s.n.roundEstimate(hs)
+	s.costs[hs.Host] = c
+}
+
+// loadCosts turns the round costs on and fills them from the frontier's
+// host statistics (at most maxCosts hosts).
+func (s *scheduler) loadCosts() {
+	s.costs, s.started = make(map[string]time.Duration), make(map[bucket.ElementID]time.Time)
+	for after := ""; len(s.costs) < maxCosts; {
+		hs, next, err := s.n.front.Hosts(after, 1000)
+		if err != nil {
+			s.n.log.Error("scheduler: read host round costs", "error", err)
+			return
+		}
+		for _, h := range hs {
+			s.setCost(h)
+		}
+		if next == "" {
+			return
+		}
+		after = next
 	}
 }
 
@@ -384,6 +498,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 // remembers that the host is known now, and whether it is slow.
 func (s *scheduler) finish(f finished) {
 	s.tripDone(f.host)
+	s.endTrip(f)
 	if f.perPage > 0 {
 		if s.pageAvg > 0 && f.perPage >= slowFactor*s.pageAvg {
 			if len(s.slow) < maxSlow {
