@@ -15,7 +15,8 @@
 //	running     hk | fp                          -> seq (8B BE) [claim marker]
 //	retry       retryAt (8B BE ns) | hk | fp     -> nil
 //	due         due (8B BE ns) | hk | fp         -> nil (COMPLETED URLs waiting for a revisit)
-//	hosts       host                             -> HostStats (admitted, fetched, errors, bytes, last fetch)
+//	hosts       host                             -> HostStats (admitted, fetched, errors, bytes, last fetch,
+//	                                                delay [, round counters [, round times]])
 //	meta        format marker, version, seq counter, nphase, re-key mark, state counters
 //
 // hk is the host's HostKey (the top 32 bits of its HostHash): the records of
