@@ -187,7 +187,7 @@ func (n *Node) planLoop(ctx context.Context) {
 func (n *Node) spareGauge() prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_plan_spare_seconds",
-		Help: "Spare time of the revisit plan (Martinsson's T_L): over the node's workers, the least of (shortest revisit interval − sum of the estimated rounds of the hosts given to it). Negative: some host cannot be revisited in time. NaN without hosts to revisit.",
+		Help: "Spare time of the revisit plan (Martinsson's T_L): over the node's workers, the least of (shortest revisit interval − sum of the rounds of the hosts given to it, measured or estimated). Negative: some host cannot be revisited in time. NaN without hosts to revisit.",
 	}, func() float64 {
 		if p := n.spare.Load(); p != nil {
 			return *p
