@@ -140,7 +140,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // Names of the cluster series. Every node exports them: a node alone
-// exports the values of StandaloneCollector.
+// the values of StandaloneCollector.
 const (
 	MetricClusterMembers     = "phasecrawl_cluster_members"
 	MetricPhaseCurrent       = "phasecrawl_phase_current"

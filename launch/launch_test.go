@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -54,16 +56,6 @@ func value(m *dto.Metric) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// closeUnrun closes a node that never ran (Run on a done context).
-func closeUnrun(t *testing.T, n *node.Node) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := n.Run(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
-}
-
 // TestNewAlone: without a cluster section New builds a node alone, which
 // exports every cluster series with the standalone values.
 func TestNewAlone(t *testing.T) {
@@ -71,7 +63,7 @@ func TestNewAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeUnrun(t, n)
+	defer closeUnrun(n)
 	want := map[string]float64{
 		cluster.MetricClusterMembers: 1,
 		cluster.MetricPhaseCurrent:   0,
@@ -122,7 +114,7 @@ func TestNewClusterErrors(t *testing.T) {
 			}
 			n, err := New(cfg, Options{Key: key})
 			if err == nil {
-				closeUnrun(t, n)
+				closeUnrun(n)
 				t.Fatalf("New: no error, want one naming %s", tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.want) {
@@ -214,5 +206,53 @@ func TestNewCluster(t *testing.T) {
 		if api != apis[i] {
 			t.Errorf("node %d gossips API %q, want its listener's %q", i, api, apis[i])
 		}
+	}
+}
+
+// pool is a guest pool that takes the guests of one host and refuses the
+// others.
+type pool struct {
+	host string
+	got  []node.Guest
+}
+
+func (p *pool) AddGuests(gs []node.Guest) (refused []node.Guest) {
+	for _, g := range gs {
+		if g.Host == p.host {
+			p.got = append(p.got, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	return refused
+}
+
+// TestGuests: the URLs the cluster lends reach the node's pool whole, and
+// those the pool refuses go back to the cluster whole.
+func TestGuests(t *testing.T) {
+	until := time.Unix(1700000000, 0)
+	a := cluster.Guest{NewURL: frontier.NewURL{URL: "http://a.test/1", Host: "a.test", Depth: 2}, Tries: 1, Lender: "n1", Epoch: 7, Until: until}
+	b := cluster.Guest{NewURL: frontier.NewURL{URL: "http://b.test/1", Host: "b.test", Depth: 3}, Tries: 2, Lender: "n2", Epoch: 8, Until: until}
+	tests := []struct {
+		name        string
+		in          []cluster.Guest
+		got         []node.Guest
+		wantRefused []cluster.Guest
+	}{
+		{"all taken", []cluster.Guest{a}, []node.Guest{node.Guest(a)}, nil},
+		{"one refused", []cluster.Guest{a, b}, []node.Guest{node.Guest(a)}, []cluster.Guest{b}},
+		{"none", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &pool{host: "a.test"}
+			refused := guests{p}.AddGuests(tt.in)
+			if !reflect.DeepEqual(p.got, tt.got) {
+				t.Errorf("pool got %+v, want %+v", p.got, tt.got)
+			}
+			if !reflect.DeepEqual(refused, tt.wantRefused) {
+				t.Errorf("refused %+v, want %+v", refused, tt.wantRefused)
+			}
+		})
 	}
 }

@@ -4,18 +4,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/phasecrawl/phasecrawl/cluster"
 )
 
 // ClusterReporter is implemented by a cluster layer (the io.Closer a
 // ClusterHook returns) that shows its state: /v1/status includes
 // ClusterStatus and /metrics the Collectors, registered on the node's
-// registry. A node alone reports the standalone values
-// (cluster.StandaloneCollector) so that every series exists in both modes.
+// registry. The cluster series of a node alone (the standalone values, so
+// that every series exists in both modes) are registered by whoever wires
+// it (launch.New).
 type ClusterReporter interface {
-	ClusterStatus(now time.Time) cluster.Status
+	ClusterStatus(now time.Time) ClusterStatus
 	Collectors() []prometheus.Collector
+}
+
+// ClusterStatus is the cluster part of GET /v1/status.
+type ClusterStatus struct {
+	Members []MemberStatus
+	// Outbox is the URLs waiting per peer (member name).
+	Outbox map[string]int
+	Phase  PhaseStatus
 }
 
 // MemberStatus is one member of the cluster as this node sees it.
@@ -26,8 +33,7 @@ type MemberStatus struct {
 	State    string `json:"state"` // alive, suspect, dead, left
 }
 
-// registerClusterMetrics registers the cluster layer's series, or the
-// standalone ones when the node runs alone.
+// registerClusterMetrics registers the cluster layer's series.
 func (n *Node) registerClusterMetrics() error {
 	if cr, ok := n.cluster.(ClusterReporter); ok {
 		for _, c := range cr.Collectors() {
@@ -35,9 +41,8 @@ func (n *Node) registerClusterMetrics() error {
 				return err
 			}
 		}
-		return nil
 	}
-	return n.m.Registry.Register(cluster.StandaloneCollector())
+	return nil
 }
 
 // clusterStatus fills the cluster fields of st.
@@ -48,11 +53,11 @@ func (n *Node) clusterStatus(st *Status) {
 		return
 	}
 	cs := cr.ClusterStatus(time.Now())
-	for _, m := range cs.Members {
-		st.Members = append(st.Members, MemberStatus(m))
+	if cs.Members != nil {
+		st.Members = cs.Members
 	}
 	if cs.Outbox != nil {
 		st.Outbox = cs.Outbox
 	}
-	st.Phase = PhaseStatus(cs.Phase)
+	st.Phase = cs.Phase
 }

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/phasecrawl/phasecrawl/cluster"
 )
 
 func TestTailCrawlLog(t *testing.T) {
@@ -117,11 +115,11 @@ func TestStatusPageAPI(t *testing.T) {
 }
 
 // fakeCluster is a cluster layer that reports a fixed member list.
-type fakeCluster struct{ members []cluster.MemberStatus }
+type fakeCluster struct{ members []MemberStatus }
 
 func (f fakeCluster) Close() error { return nil }
-func (f fakeCluster) ClusterStatus(time.Time) cluster.Status {
-	return cluster.Status{Members: f.members, Phase: cluster.PhaseStatus{NPhase: 3, Current: 0}}
+func (f fakeCluster) ClusterStatus(time.Time) ClusterStatus {
+	return ClusterStatus{Members: f.members, Phase: PhaseStatus{NPhase: 3, Current: 0}}
 }
 func (f fakeCluster) Collectors() []prometheus.Collector { return nil }
 
@@ -147,7 +145,7 @@ func TestMembersView(t *testing.T) {
 	srv, _ := site(t)
 	cfg := testConfig(t, srv)
 	cfg.Name = "a"
-	members := []cluster.MemberStatus{
+	members := []MemberStatus{
 		{Name: "a", API: "self", State: "alive"},
 		{Name: "b", API: strings.TrimPrefix(peer.URL, "http://"), State: "alive"},
 		{Name: "c", API: "127.0.0.1:1", State: "dead"},
