@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -104,7 +105,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	var dn []*demoNode
 	if *nodes == 1 {
-		n, err := node.New(cfg, node.Options{Logger: log})
+		n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: log}})
 		if err != nil {
 			return err
 		}

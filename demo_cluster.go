@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -60,8 +61,8 @@ func startDemoCluster(ctx context.Context, srv *webnode.Server, dir string, dela
 			return fail(fmt.Errorf("demo: listen on %s (a loopback alias; Linux has 127.0.0.0/8, other systems need `ifconfig lo0 alias`): %w", d.ip, err))
 		}
 		var gossip string
-		hook := newClusterHook(cfg, key, nil, ln.Addr().String(), log.With("node", d.name), func(c *cluster.Cluster) { gossip = c.Members().Addr() })
-		if d.n, err = node.New(cfg, node.Options{Logger: log.With("node", d.name), Listener: ln, Cluster: hook}); err != nil {
+		if d.n, err = launch.New(cfg, launch.Options{Options: node.Options{Logger: log.With("node", d.name), Listener: ln},
+			Key: key, Started: func(c *cluster.Cluster) { gossip = c.Members().Addr() }}); err != nil {
 			_ = ln.Close()
 			return fail(fmt.Errorf("demo: %s: %w", d.name, err))
 		}

@@ -15,7 +15,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,8 +24,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -118,54 +117,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	log := newLogger(cfg.Log, stderr)
 	log.Info("config loaded", "name", cfg.Name, "data", cfg.Data, "http", cfg.HTTP, "workers", cfg.Workers, "delay", cfg.Delay, "seeds", len(cfg.Seeds))
-	opts := node.Options{Logger: log}
-	if cfg.Cluster.Enabled() {
-		if opts.Cluster, err = clusterHook(cfg, log); err != nil {
-			return err
-		}
-	}
-	n, err := node.New(cfg, opts)
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: log}})
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return n.Run(ctx)
-}
-
-// clusterHook builds the node's cluster layer from the cluster section of
-// the configuration: gossip membership, URL ownership and exchange, and
-// the phase schedule.
-func clusterHook(cfg config.Config, log *slog.Logger) (node.ClusterHook, error) {
-	key, err := cluster.LoadKey(cfg.Cluster.KeyFile)
-	if err != nil {
-		return nil, err
-	}
-	tlsConf, err := cfg.Cluster.ClusterTLS(cfg.Name)
-	if err != nil {
-		return nil, err
-	}
-	return newClusterHook(cfg, key, tlsConf, cfg.HTTP, log, nil), nil
-}
-
-// newClusterHook returns the hook that starts one node's cluster layer with
-// key (and tlsConf, nil without operator certificates), gossiping api as
-// the node's API address; started, if set, gets the cluster once it runs.
-func newClusterHook(cfg config.Config, key []byte, tlsConf *tls.Config, api string, log *slog.Logger, started func(*cluster.Cluster)) node.ClusterHook {
-	return func(env node.ClusterEnv) (node.Router, node.PhaseClock, io.Closer, error) {
-		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
-		cc.TLS = tlsConf
-		cc.Scope = env.SeedHosts
-		cc.Robots = env.Robots
-		cc.Redirects = env.Redirects
-		cc.Guests = env.Guests
-		c, err := cluster.Start(cc, env.Frontier, log)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if started != nil {
-			started(c)
-		}
-		return c, c.PhaseClock(), c, nil
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // Lending (cluster.lend, docs/design/lending.md): a URL waits in its
@@ -315,7 +314,7 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 	now := time.Now()
 	st := c.sched.At(now)
 	open := c.cfg.Guests != nil && !c.joining.Load() && !c.leaving.Load() && st.Phase >= 0 && !st.Held && st.Open
-	var gs, back []node.Guest
+	var gs, back []Guest
 	for _, u := range urls {
 		host, rest, ok := strings.Cut(u.Host, "\n")
 		if !ok {
@@ -330,7 +329,7 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		g := node.Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
+		g := Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
 		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
 			back = append(back, g)
@@ -368,7 +367,7 @@ func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier
 // before the outcome (a batch is stored kind by kind, KindNew first); the
 // node has made its own links durable before. A link or an outcome this
 // node owns now (the members changed) is recorded here.
-func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign []frontier.NewURL) error {
+func (c *Cluster) ReportLent(ctx context.Context, out LentOutcome, foreign []frontier.NewURL) error {
 	ring := c.ring.Load()
 	files := map[string][]Entry{}
 	var local []frontier.NewURL
@@ -405,7 +404,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out node.LentOutcome, foreign 
 // this node and the epoch of the lend), which forget the lend's mark and
 // may lend or fetch the URLs at once. They travel behind this node's
 // earlier outcomes for the same owners (the outbox is ordered).
-func (c *Cluster) ReturnLent(ctx context.Context, gs []node.Guest) error {
+func (c *Cluster) ReturnLent(ctx context.Context, gs []Guest) error {
 	urls := make([]frontier.NewURL, len(gs))
 	for i, g := range gs {
 		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // NodeConfig configures Start: the cluster layer of one node.
@@ -102,7 +101,7 @@ type NodeConfig struct {
 	// Guests takes the URLs other members lend this node (the node's
 	// guest pool). nil: lends are dropped.
 	Guests interface {
-		AddGuests([]node.Guest) []node.Guest
+		AddGuests([]Guest) []Guest
 	}
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.

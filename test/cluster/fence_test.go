@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
@@ -37,8 +37,8 @@ func TestProcTwoNodesFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := metricSum(m, node.MetricClusterFenced); v != 1 {
-		t.Errorf("%s = %v while fenced, want 1", node.MetricClusterFenced, v)
+	if v := metricSum(m, cluster.MetricClusterFenced); v != 1 {
+		t.Errorf("%s = %v while fenced, want 1", cluster.MetricClusterFenced, v)
 	}
 	// Requests started before the fence end by their phase's deadline.
 	time.Sleep(c.phase + time.Second)

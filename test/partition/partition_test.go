@@ -11,7 +11,6 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
@@ -94,7 +93,7 @@ func runScenario(t *testing.T, sc scenario) {
 			if err != nil || st.Phase.Fenced == "" || st.Phase.Current != -1 {
 				return false
 			}
-			if v, err := p.metric(node.MetricClusterFenced); err != nil || v != 1 {
+			if v, err := p.metric(cluster.MetricClusterFenced); err != nil || v != 1 {
 				return false
 			}
 		}
@@ -129,7 +128,7 @@ func runScenario(t *testing.T, sc scenario) {
 	}
 	for time.Since(cutAt) < sc.cutFor {
 		for _, p := range majority {
-			if v, err := p.metric(node.MetricClusterFenced); err == nil && v != 0 {
+			if v, err := p.metric(cluster.MetricClusterFenced); err == nil && v != 0 {
 				t.Errorf("%s (majority side) fenced during the cut", p.name)
 			}
 		}

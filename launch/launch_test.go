@@ -1,0 +1,258 @@
+package launch
+
+import (
+	"context"
+	"crypto/rand"
+	"net"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/node"
+)
+
+// testConfig is a node named name with its data under dir, its API on a
+// free loopback port and no seeds.
+func testConfig(t *testing.T, dir, name string) config.Config {
+	t.Helper()
+	c := config.Default()
+	c.Name, c.Data, c.HTTP, c.Seeds = name, filepath.Join(dir, name), "127.0.0.1:0", nil
+	c.ShutdownTimeout = 5 * time.Second
+	return c
+}
+
+// gauge returns the value of the series name without labels in n's
+// registry, and whether it is there.
+func gauge(t *testing.T, n *node.Node, name string) (float64, bool) {
+	t.Helper()
+	mfs, err := n.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 0 {
+				return value(m), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func value(m *dto.Metric) float64 {
+	if g := m.GetGauge(); g != nil {
+		return g.GetValue()
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestNewAlone: without a cluster section New builds a node alone, which
+// exports every cluster series with the standalone values.
+func TestNewAlone(t *testing.T) {
+	n, err := New(testConfig(t, t.TempDir(), "a"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeUnrun(n)
+	want := map[string]float64{
+		cluster.MetricClusterMembers: 1,
+		cluster.MetricPhaseCurrent:   0,
+		cluster.MetricClusterFenced:  0,
+		cluster.MetricURLsForwarded:  0,
+	}
+	for name := range cluster.MetricHelp {
+		if name == cluster.MetricOutboxURLs {
+			continue // by peer: a node alone has none
+		}
+		v, ok := gauge(t, n, name)
+		if !ok {
+			t.Errorf("%s: not exported by a node alone", name)
+			continue
+		}
+		if w, ok := want[name]; ok && v != w {
+			t.Errorf("%s = %v, want %v", name, v, w)
+		}
+	}
+	if st := n.Status(); len(st.Members) != 0 || st.Phase.NPhase != 1 {
+		t.Errorf("status alone: members %v, phase %+v", st.Members, st.Phase)
+	}
+}
+
+// TestNewClusterErrors: the cluster settings New reads itself are checked
+// before the node's data directory is opened, and the error names them.
+func TestNewClusterErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		set  func(*config.Config)
+		want string
+	}{
+		{"no key file", func(c *config.Config) { c.Cluster.KeyFile = filepath.Join(dir, "missing.key") }, "--cluster-key-file"},
+		{"tls ca missing", func(c *config.Config) {
+			c.Cluster.KeyFile = "unused: Key is set"
+			c.Cluster.TLSCA, c.Cluster.TLSCert, c.Cluster.TLSKey = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+		}, "cluster.tls_ca"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, dir, "a")
+			cfg.Cluster.Gossip = "127.0.0.1:0"
+			tt.set(&cfg)
+			var key []byte
+			if tt.want != "--cluster-key-file" {
+				key = make([]byte, 32)
+			}
+			n, err := New(cfg, Options{Key: key})
+			if err == nil {
+				closeUnrun(n)
+				t.Fatalf("New: no error, want one naming %s", tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want it to name %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNewCluster: two nodes built by New with a cluster section, the
+// second joining the first by the gossip address Started gave, see each
+// other alive; each exports the cluster layer's series (two members), not
+// the standalone ones, and gossips its API listener's address.
+func TestNewCluster(t *testing.T) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var nodes []*node.Node
+	var apis []string
+	runErr := make(chan error, 2)
+	defer func() {
+		cancel()
+		for range nodes {
+			if err := <-runErr; err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}
+	}()
+	var join []string
+	for i, name := range []string{"a", "b"} {
+		cfg := testConfig(t, dir, name)
+		cfg.Cluster.Gossip, cfg.Cluster.Exchange, cfg.Cluster.Join = "127.0.0.1:0", "127.0.0.1:0", join
+		cfg.Cluster.KeyFile, cfg.Cluster.FastGossip = "unused: Key is set", true
+		cfg.Cluster.PhaseDuration = time.Second
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gossip string
+		n, err := New(cfg, Options{Options: node.Options{Listener: ln}, Key: key,
+			Started: func(c *cluster.Cluster) { gossip = c.Members().Addr() }})
+		if err != nil {
+			_ = ln.Close()
+			t.Fatalf("%s: %v", name, err)
+		}
+		if gossip == "" {
+			t.Fatalf("%s: Started was not called", name)
+		}
+		nodes, apis = append(nodes, n), append(apis, ln.Addr().String())
+		go func() { runErr <- n.Run(ctx) }()
+		if i == 0 {
+			join = []string{gossip}
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		formed := true
+		for _, n := range nodes {
+			alive := 0
+			for _, m := range n.Status().Members {
+				if m.State == string(cluster.StateAlive) {
+					alive++
+				}
+			}
+			formed = formed && alive == 2
+		}
+		if formed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two nodes did not see each other alive within 30s: %+v / %+v", nodes[0].Status().Members, nodes[1].Status().Members)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, n := range nodes {
+		if v, ok := gauge(t, n, cluster.MetricClusterMembers); !ok || v != 2 {
+			t.Errorf("node %d: %s = %v (%v), want 2", i, cluster.MetricClusterMembers, v, ok)
+		}
+		var api string
+		for _, m := range n.Status().Members {
+			if m.Name == []string{"a", "b"}[i] {
+				api = m.API
+			}
+		}
+		if api != apis[i] {
+			t.Errorf("node %d gossips API %q, want its listener's %q", i, api, apis[i])
+		}
+	}
+}
+
+// pool is a guest pool that takes the guests of one host and refuses the
+// others.
+type pool struct {
+	host string
+	got  []node.Guest
+}
+
+func (p *pool) AddGuests(gs []node.Guest) (refused []node.Guest) {
+	for _, g := range gs {
+		if g.Host == p.host {
+			p.got = append(p.got, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	return refused
+}
+
+// TestGuests: the URLs the cluster lends reach the node's pool whole, and
+// those the pool refuses go back to the cluster whole.
+func TestGuests(t *testing.T) {
+	until := time.Unix(1700000000, 0)
+	a := cluster.Guest{NewURL: frontier.NewURL{URL: "http://a.test/1", Host: "a.test", Depth: 2}, Tries: 1, Lender: "n1", Epoch: 7, Until: until}
+	b := cluster.Guest{NewURL: frontier.NewURL{URL: "http://b.test/1", Host: "b.test", Depth: 3}, Tries: 2, Lender: "n2", Epoch: 8, Until: until}
+	tests := []struct {
+		name        string
+		in          []cluster.Guest
+		got         []node.Guest
+		wantRefused []cluster.Guest
+	}{
+		{"all taken", []cluster.Guest{a}, []node.Guest{node.Guest(a)}, nil},
+		{"one refused", []cluster.Guest{a, b}, []node.Guest{node.Guest(a)}, []cluster.Guest{b}},
+		{"none", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &pool{host: "a.test"}
+			refused := guests{p}.AddGuests(tt.in)
+			if !reflect.DeepEqual(p.got, tt.got) {
+				t.Errorf("pool got %+v, want %+v", p.got, tt.got)
+			}
+			if !reflect.DeepEqual(refused, tt.wantRefused) {
+				t.Errorf("refused %+v, want %+v", refused, tt.wantRefused)
+			}
+		})
+	}
+}
