@@ -227,9 +227,13 @@ func (d *decoder) entry() Entry {
 				d.err = fmt.Errorf("due %d ms out of range", ms)
 				return e
 			}
-			e.Due = time.UnixMilli(int64(ms))
-			if base == KindNew {
-				e.Due, e.LastMod = time.Time{}, e.Due
+			// ms 0 is never encoded (a Due at or before the epoch is not
+			// sent): read as none, so the entry re-encodes the same.
+			if ms > 0 {
+				e.Due = time.UnixMilli(int64(ms))
+				if base == KindNew {
+					e.Due, e.LastMod = time.Time{}, e.Due
+				}
 			}
 		}
 	}
