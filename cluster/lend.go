@@ -53,6 +53,67 @@ type lending struct {
 	// cursors is, per member, where the scan of the URLs to lend it
 	// stopped in its current phase (lendLoop's goroutine only).
 	cursors map[string]lendCursor
+	// early keeps the outcomes that reached this node, the URL's owner,
+	// before the URL's record did (a leaving or rebalancing member moves
+	// it here while the holder reports to the owner it sees): they are
+	// settled when the record arrives (KindMoved), not dropped, so the
+	// record is not fetched again.
+	early map[uint64]earlyOutcome
+}
+
+// earlyOutcome is an outcome kept until its record arrives.
+type earlyOutcome struct {
+	u  frontier.NewURL
+	at time.Time
+}
+
+const (
+	// earlyKeep is how long an outcome waits for its record.
+	earlyKeep = 5 * time.Minute
+	// maxEarly bounds the outcomes waiting for their records.
+	maxEarly = 65536
+)
+
+// keepEarly keeps the outcomes us until their records arrive.
+func (l *lending) keepEarly(us []frontier.NewURL, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.early == nil {
+		l.early = map[uint64]earlyOutcome{}
+	}
+	if len(l.early)+len(us) > maxEarly {
+		for fp, e := range l.early {
+			if now.Sub(e.at) > earlyKeep {
+				delete(l.early, fp)
+			}
+		}
+	}
+	for _, u := range us {
+		if len(l.early) >= maxEarly {
+			return
+		}
+		l.early[frontier.Fingerprint(u.URL)] = earlyOutcome{u: u, at: now}
+	}
+}
+
+// takeEarly removes and returns the outcomes kept for the records us.
+func (l *lending) takeEarly(us []frontier.NewURL, now time.Time) []frontier.NewURL {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.early) == 0 {
+		return nil
+	}
+	var out []frontier.NewURL
+	for _, u := range us {
+		fp := frontier.Fingerprint(u.URL)
+		if e, ok := l.early[fp]; ok {
+			delete(l.early, fp)
+			if now.Sub(e.at) <= earlyKeep {
+				out = append(out, e.u)
+			}
+		}
+	}
+	return out
 }
 
 // lendCursor is the position of the lend scan for one member.
@@ -557,6 +618,7 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	fps := make([]uint64, 0, len(rs))
 	var done []frontier.NewURL
 	fwd := map[string][]Entry{}
+	var early []frontier.NewURL
 	ring := c.ring.Load()
 	n := 0
 	for i, r := range rs {
@@ -568,13 +630,21 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			}
 			continue
 		}
-		if o := ring.Owner(r.FP); o != "" && o != c.cfg.Name && us[i].Redirects < maxOutcomeHops {
+		switch o := ring.Owner(r.FP); {
+		case o == "" || o == c.cfg.Name:
+			// This node owns it and has no record it could settle: the
+			// record may be on its way here (moved); kept until it comes.
+			early = append(early, us[i])
+		case us[i].Redirects < maxOutcomeHops:
 			u := us[i]
 			u.Redirects++
 			fwd[o] = append(fwd[o], Entry{Kind: KindOutcome, NewURL: u})
 		}
 	}
 	c.lends.settle(fps)
+	if len(early) > 0 && !c.leaving.Load() {
+		c.lends.keepEarly(early, time.Now())
+	}
 	if len(fwd) > 0 {
 		if err := c.outbox.putEntries(ctx, fwd); err != nil {
 			return n, err

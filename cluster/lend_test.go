@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -68,5 +69,36 @@ func TestLendingMarks(t *testing.T) {
 	l.settle([]uint64{3})
 	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {
 		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
+	}
+}
+
+// TestOutcomeBeforeRecord: an outcome that reaches the URL's owner before
+// the record (moved by a leaving member) is kept, and settles the record
+// when it arrives: the owner does not fetch the page again.
+func TestOutcomeBeforeRecord(t *testing.T) {
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	ctx := context.Background()
+	const u, other = "http://a.test/early", "http://a.test/plain"
+	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
+	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := records(t, tc.f)[u]; ok {
+		t.Fatal("an outcome without its record made a record")
+	}
+	moved := []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, tc.f)
+	if r := recs[u]; r.State != frontier.Completed {
+		t.Errorf("the record that came after its outcome: %+v, want COMPLETED", r)
+	}
+	if r := recs[other]; r.State != frontier.InList {
+		t.Errorf("a moved record without an outcome: %+v, want IN_LIST", r)
+	}
+	if got := tc.c.lends.takeEarly(moved, time.Now()); len(got) != 0 {
+		t.Errorf("outcomes still kept after their records came: %v", got)
 	}
 }

@@ -313,6 +313,14 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		foreign = false
 	default:
 		n, err = c.front.Add(ctx, local)
+		if err == nil && kind == KindMoved {
+			// Outcomes that came before their records settle them now.
+			if early := c.lends.takeEarly(local, time.Now()); len(early) > 0 {
+				if _, err := c.settleLent(ctx, early); err != nil {
+					c.log.Warn("settle lent outcomes that came before their records", "error", err, "urls", len(early))
+				}
+			}
+		}
 	}
 	if err == nil && foreign {
 		signal(c.rebKick) // moved here by a member whose view differs: move them on
