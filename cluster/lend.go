@@ -157,6 +157,70 @@ func (l *lending) drop(fp uint64, m lendMark) {
 	}
 }
 
+// markOf returns the mark of fp, if it is lent.
+func (l *lending) markOf(fp uint64) (lendMark, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	return m, ok
+}
+
+// carry sets the mark m of fp, lent by the member that moved the record
+// here (unless fp is marked already).
+func (l *lending) carry(fp uint64, m lendMark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.marks[fp]; ok {
+		return
+	}
+	l.marks[fp] = m
+	l.out[m.holder]++
+}
+
+// movedHost is a moved record's entry Host when the record is lent: the
+// URL's host, a newline, "lent", the holder, the epoch of the lend and
+// the end of the mark (Unix ms). The new owner keeps the mark (takeMoved):
+// it neither fetches nor lends the URL while the holder may still fetch
+// it or its outcome may still be on its way.
+func movedHost(host string, m lendMark) string {
+	return host + "\nlent " + m.holder + " " + strconv.FormatInt(m.epoch, 10) + " " + strconv.FormatInt(m.until.UnixMilli(), 10)
+}
+
+// takeMoved strips the lend marks from moved records' Host (movedHost)
+// and, when this node lends, keeps them; the marks end with a slack of
+// twice the clock uncertainty u. It returns the records as they are stored.
+func (c *Cluster) takeMoved(urls []frontier.NewURL, u time.Duration) []frontier.NewURL {
+	var out []frontier.NewURL
+	for i, x := range urls {
+		host, rest, ok := strings.Cut(x.Host, "\n")
+		if !ok {
+			if out != nil {
+				out = append(out, x)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]frontier.NewURL, 0, len(urls)), urls[:i]...)
+		}
+		x.Host = host
+		out = append(out, x)
+		f := strings.Fields(rest)
+		if len(f) != 4 || f[0] != "lent" || c.lends.marks == nil {
+			continue
+		}
+		epoch, err1 := strconv.ParseInt(f[2], 10, 64)
+		ms, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		c.lends.carry(frontier.Fingerprint(x.URL), lendMark{holder: f[1], epoch: epoch, until: time.UnixMilli(ms).Add(2 * max(u, 0))})
+	}
+	if out == nil {
+		return urls
+	}
+	return out
+}
+
 // settle forgets the marks of fps (their outcomes arrived).
 func (l *lending) settle(fps []uint64) {
 	l.mu.Lock()

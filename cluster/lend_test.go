@@ -102,3 +102,33 @@ func TestOutcomeBeforeRecord(t *testing.T) {
 		t.Errorf("outcomes still kept after their records came: %v", got)
 	}
 }
+
+// TestMovedKeepsLend: a lent record moved to a new owner carries its lend
+// mark there: the new owner holds the URL (neither fetches nor lends it)
+// until the holder's outcome arrives or the mark expires, and stores the
+// record under its plain host.
+func TestMovedKeepsLend(t *testing.T) {
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	ctx := context.Background()
+	const u, other = "http://a.test/lent", "http://a.test/plain"
+	m := lendMark{holder: "holder", epoch: 9, until: time.Now().Add(time.Minute)}
+	moved := []frontier.NewURL{{URL: u, Host: movedHost("a.test", m), Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, tc.f)
+	if r := recs[u]; r.State != frontier.InList || r.Host != "a.test" {
+		t.Fatalf("moved lent record: %+v, want IN_LIST under a.test", r)
+	}
+	if !tc.c.Held(frontier.Fingerprint(u)) || tc.c.Held(frontier.Fingerprint(other)) {
+		t.Errorf("held: lent %v (want true), plain %v (want false)", tc.c.Held(frontier.Fingerprint(u)), tc.c.Held(frontier.Fingerprint(other)))
+	}
+	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
+	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
+		t.Fatal(err)
+	}
+	if r := records(t, tc.f)[u]; r.State != frontier.Completed || tc.c.Held(frontier.Fingerprint(u)) {
+		t.Errorf("after the holder's outcome: %+v, held %v", r, tc.c.Held(frontier.Fingerprint(u)))
+	}
+}

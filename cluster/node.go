@@ -272,6 +272,13 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		}
 		return 0, errLeaving
 	}
+	if kind == KindMoved {
+		u := time.Duration(0)
+		if c.clock != nil {
+			u = c.clock.Uncertainty()
+		}
+		urls = c.takeMoved(urls, u) // marks set before the records are stored
+	}
 	if c.cfg.Redirects != nil && (kind == KindNew || kind == KindMoved) {
 		c.cfg.Redirects.RememberRedirects(urls)
 	}
@@ -419,6 +426,10 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	}
 	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
+	if cfg.Lend {
+		// Before the exchange and the rebalance start: both read them.
+		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
+	}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process
 	// left in the outbox for their owners instead of taking them as this
@@ -522,7 +533,6 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
 	c.rebWG.Go(func() { c.gate(rctx) })
 	if cfg.Lend {
-		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
 		c.rebWG.Go(func() { c.lendLoop(rctx) })
 	}
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())

@@ -155,6 +155,11 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		for k, i := range is {
 			r := claimed[i]
 			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Due: r.Due}
+			if g.kind == KindMoved && c.lends.marks != nil {
+				if lm, ok := c.lends.markOf(r.FP); ok {
+					us[k].Host = movedHost(r.Host, lm) // the new owner waits for the lend
+				}
+			}
 		}
 		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
 			errs = append(errs, err)
