@@ -574,6 +574,12 @@ func (c *Cluster) keepFor(peer string) bool {
 // to: the lender, which keeps the record, while it is alive or away; its
 // owner otherwise (outcomeOwner).
 func (c *Cluster) outcomeTo(lender string, fp uint64) string {
+	if lender != "" && lender != c.cfg.Name && (*c.peersLeaving.Load())[lender] {
+		// A lender handing off refuses batches; the record goes to the
+		// URL's owner among the members that stay, and so does the outcome
+		// (kept there if it comes first, with the lend's mark if later).
+		return c.stayOwner(fp)
+	}
 	if lender != "" && (lender == c.cfg.Name || c.keepFor(lender)) {
 		return lender
 	}
@@ -595,6 +601,15 @@ func (c *Cluster) outcomeOwner(fp uint64) string {
 		}
 	}
 	return c.ring.Load().Owner(fp)
+}
+
+// stayOwner is the owner of fp among the members that are not handing
+// off (outcomeOwner while none is).
+func (c *Cluster) stayOwner(fp uint64) string {
+	if r := c.stayRing.Load(); r != nil {
+		return r.Owner(fp)
+	}
+	return c.outcomeOwner(fp)
 }
 
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then
@@ -683,7 +698,6 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	var done []frontier.NewURL
 	fwd := map[string][]Entry{}
 	var early []frontier.NewURL
-	ring := c.ring.Load()
 	n := 0
 	for i, r := range rs {
 		fps = append(fps, r.FP)
@@ -694,7 +708,7 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			}
 			continue
 		}
-		switch o := ring.Owner(r.FP); {
+		switch o := c.stayOwner(r.FP); {
 		case o == "" || o == c.cfg.Name:
 			// This node owns it and has no record it could settle: the
 			// record may be on its way here (moved); kept until it comes.

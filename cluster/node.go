@@ -199,6 +199,9 @@ type Cluster struct {
 	updKick chan struct{}
 
 	peersLeaving atomic.Pointer[map[string]bool] // other members handing off before they leave
+	// stayRing is the ring without the members handing off (nil when none
+	// is): the owners their records go to, and their lent URLs' outcomes.
+	stayRing atomic.Pointer[Ring]
 
 	scopeMu   sync.Mutex       // guards scopeSent
 	scopeSent map[string]int64 // members alive at the last update (name -> Started): they have our seed hosts
@@ -483,6 +486,9 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
 	xc.OutcomeOf = func(peer string, u frontier.NewURL) string {
+		if (*c.peersLeaving.Load())[peer] {
+			return c.stayOwner(frontier.Fingerprint(u.URL)) // it refuses them: its records go there
+		}
 		if c.keepFor(peer) {
 			return "" // the lender keeps the record
 		}
@@ -613,6 +619,17 @@ func (c *Cluster) update() {
 		}
 	}
 	c.peersLeaving.Store(&peersLeaving)
+	if len(peersLeaving) > 0 {
+		stay := make([]string, 0, len(owners))
+		for _, o := range owners {
+			if !peersLeaving[o] {
+				stay = append(stay, o)
+			}
+		}
+		c.stayRing.Store(NewRing(stay))
+	} else {
+		c.stayRing.Store(nil)
+	}
 	var from int64
 	if !leaving {
 		// A member declared dead stays in the schedule for a while, and
