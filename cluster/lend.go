@@ -293,6 +293,61 @@ func (c *Cluster) lendHolds() map[string]bool {
 	return hold
 }
 
+// holdForAway is called when the join gate opens: the members away now
+// may hold URLs of this node's share lent to them by its previous process
+// (the marks were in memory), with their outcomes waiting in their
+// outboxes. This node fetches and lends none of its URLs until each of
+// them came back settled for the member set (its outbox delivered) or its
+// takeover_after ran out.
+func (c *Cluster) holdForAway() {
+	a := c.away.Load()
+	if a == nil {
+		return
+	}
+	hold := map[string]bool{}
+	now := time.Now()
+	for name, until := range a.until {
+		if now.Before(until) {
+			hold[name] = true
+		}
+	}
+	if len(hold) == 0 {
+		return
+	}
+	c.awayAtGate.Store(&hold)
+	c.lendHeld.Store(true)
+	c.log.Info("holding this node's URLs until the members away come back settled (they may hold URLs lent before a restart)",
+		"away", len(hold), "takeover_after", c.cfg.TakeoverAfter)
+}
+
+// lendHoldUpdate ends lendHeld once every member away at the gate came
+// back settled or is no longer away (takeover_after passed); hold is
+// lendHolds' answer (members away or not settled).
+func (c *Cluster) lendHoldUpdate(hold map[string]bool) {
+	p := c.awayAtGate.Load()
+	if p == nil || len(*p) == 0 {
+		return
+	}
+	left := map[string]bool{}
+	for name := range *p {
+		// Still away, or back but not settled (its outbox not delivered).
+		if hold[name] {
+			left[name] = true
+		}
+	}
+	if len(left) == len(*p) {
+		return
+	}
+	c.awayAtGate.Store(&left)
+	if len(left) == 0 {
+		c.lendHeld.Store(false)
+		c.log.Info("the members away at the join came back settled or were taken over: fetching and lending")
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+	}
+}
+
 // lendLoop lends every lendInterval until ctx is done.
 func (c *Cluster) lendLoop(ctx context.Context) {
 	t := time.NewTicker(lendInterval)
@@ -305,6 +360,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 		case <-c.lendKick:
 		}
 		hold := c.lendHolds()
+		c.lendHoldUpdate(hold)
 		c.lends.mu.Lock()
 		c.lends.pending = hold
 		c.lends.mu.Unlock()
@@ -322,7 +378,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 // Nothing is lent while this node is held off its phase (joining, fenced,
 // frozen, leaving): it then does not know that the view is agreed.
 func (c *Cluster) lendRound(ctx context.Context) error {
-	if c.joining.Load() || c.leaving.Load() {
+	if c.joining.Load() || c.leaving.Load() || c.lendHeld.Load() {
 		return nil
 	}
 	now := time.Now()

@@ -132,3 +132,30 @@ func TestMovedKeepsLend(t *testing.T) {
 		t.Errorf("after the holder's outcome: %+v, held %v", r, tc.c.Held(frontier.Fingerprint(u)))
 	}
 }
+
+// TestHoldForAway: a node whose join gate opened while members were away
+// holds its URLs (Held) until each of them came back settled or was
+// taken over: they may hold URLs its previous process lent them.
+func TestHoldForAway(t *testing.T) {
+	woken := 0
+	c := &Cluster{log: testLogger(), cfg: NodeConfig{Wake: func() { woken++ }}}
+	c.away.Store(&away{until: map[string]time.Time{"a": time.Now().Add(time.Minute), "b": time.Now().Add(time.Minute), "gone": time.Now().Add(-time.Second)}})
+	c.holdForAway()
+	if !c.lendHeld.Load() || len(*c.awayAtGate.Load()) != 2 {
+		t.Fatalf("after the gate: held %v, waiting for %v", c.lendHeld.Load(), *c.awayAtGate.Load())
+	}
+	c.lendHoldUpdate(map[string]bool{"a": true, "b": true})
+	c.lendHoldUpdate(map[string]bool{"b": true}) // a came back settled
+	if !c.lendHeld.Load() || woken != 0 {
+		t.Errorf("released while b is away or not settled (held %v, woken %d)", c.lendHeld.Load(), woken)
+	}
+	c.lendHoldUpdate(map[string]bool{"a": true}) // a not settled again: it had come back already
+	if c.lendHeld.Load() || woken != 1 {
+		t.Errorf("not released once every member away at the gate came back settled (held %v, woken %d)", c.lendHeld.Load(), woken)
+	}
+	c2 := &Cluster{log: testLogger()}
+	c2.holdForAway()
+	if c2.lendHeld.Load() {
+		t.Error("held with no member away")
+	}
+}

@@ -220,8 +220,13 @@ type Cluster struct {
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	lends       lending       // URLs lent to other members (lend.go)
 	lendKick    chan struct{} // URLs arrived: lend now
-	movedURLs   atomic.Uint64
-	movedFPs    atomic.Uint64
+	// awayAtGate is, from the opening of the join gate, the members that
+	// were away then and have not come back settled since; lendHeld is
+	// set while there are any (lend.go, lendHoldUpdate).
+	awayAtGate atomic.Pointer[map[string]bool]
+	lendHeld   atomic.Bool
+	movedURLs  atomic.Uint64
+	movedFPs   atomic.Uint64
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup

@@ -372,6 +372,9 @@ func (c *Cluster) gate(ctx context.Context) {
 					"waiting_for", waiting, "join_timeout", c.cfg.JoinTimeout)
 			}
 			c.gateSince.Store(0)
+			if c.cfg.Lend {
+				c.holdForAway()
+			}
 			c.joining.Store(false)
 			if !c.leaving.Load() {
 				c.sched.SetHold(false)
