@@ -623,6 +623,13 @@ func (c *Cluster) keepFor(peer string) bool {
 			return true
 		}
 	}
+	// A member this process has not heard of yet, in its first
+	// takeover_after: after a restart the outbox may hold outcomes for a
+	// lender that is on its way back (it restarted too); it keeps their
+	// records and would otherwise fetch them again.
+	if k := c.known.Load(); (k == nil || !(*k)[peer]) && time.Since(c.started) < c.cfg.TakeoverAfter {
+		return true
+	}
 	return false
 }
 

@@ -159,3 +159,24 @@ func TestHoldForAway(t *testing.T) {
 		t.Error("held with no member away")
 	}
 }
+
+// TestKeepForUnknown: a restarted holder keeps the outcomes for a lender
+// it has not heard of yet during its first takeover_after (the lender may
+// be on its way back and keeps the records), not for one it knows is gone.
+func TestKeepForUnknown(t *testing.T) {
+	c := &Cluster{started: time.Now(), cfg: NodeConfig{TakeoverAfter: time.Minute}}
+	c.addrs.Store(&map[string]string{"alive": "127.0.0.1:1"})
+	c.known.Store(&map[string]bool{"alive": true, "gone": true})
+	for _, tc := range []struct {
+		peer string
+		want bool
+	}{{"alive", true}, {"gone", false}, {"unknown", true}} {
+		if got := c.keepFor(tc.peer); got != tc.want {
+			t.Errorf("keepFor(%s) = %v, want %v", tc.peer, got, tc.want)
+		}
+	}
+	c.started = time.Now().Add(-2 * time.Minute)
+	if c.keepFor("unknown") {
+		t.Error("outcomes kept for an unknown lender after takeover_after")
+	}
+}

@@ -224,9 +224,13 @@ type Cluster struct {
 	// were away then and have not come back settled since; lendHeld is
 	// set while there are any (lend.go, lendHoldUpdate).
 	awayAtGate atomic.Pointer[map[string]bool]
-	lendHeld   atomic.Bool
-	movedURLs  atomic.Uint64
-	movedFPs   atomic.Uint64
+	// known is every member this process has heard of, failed and gone
+	// ones included (update); started is when the process started.
+	known     atomic.Pointer[map[string]bool]
+	started   time.Time
+	lendHeld  atomic.Bool
+	movedURLs atomic.Uint64
+	movedFPs  atomic.Uint64
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -432,7 +436,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = 10 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, started: time.Now(), rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
 	if cfg.Lend {
 		// Before the exchange and the rebalance start: both read them.
@@ -658,11 +662,14 @@ func (c *Cluster) update() {
 			signal(c.viewKick)
 		}
 	}
+	known := map[string]bool{}
 	for _, m := range c.members.All() {
+		known[m.Name] = true
 		if m.State == StateDead {
 			c.x.Reset(m.Name) // an ack it owes may never come (a cut)
 		}
 	}
+	c.known.Store(&known)
 	c.away.Store(c.computeAway(owners, time.Now()))
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)

@@ -317,6 +317,19 @@ func (c *Cluster) rebalance(ctx context.Context) {
 			}
 		}
 	}
+	if c.cfg.Lend && c.Away() > 0 {
+		// A member away may hold URLs lent by a member that restarted
+		// (its marks were lost), their outcomes in its outbox: the
+		// restarted member opens its gate only once this node is settled,
+		// so not before the members away came back or were taken over.
+		c.log.Info("rebalance: waiting for the members away before settling", "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
+		for c.Away() > 0 {
+			if !sleepCtx(ctx, 50*time.Millisecond) || superseded() {
+				logDone("rebalance interrupted by a membership change")
+				return
+			}
+		}
+	}
 	logDone("rebalance done")
 	c.setMeta(func(m *NodeMeta) { m.Settled = ring.ID() })
 }

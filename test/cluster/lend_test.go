@@ -130,6 +130,9 @@ func TestProcLendingKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d duplicate fetches: %d in flight at the kill, %d logged twice", rep.Duplicates, cut, twice)
+	if twice > 0 {
+		t.Errorf("%d pages fetched twice that were not in flight at the kill, want 0", twice)
+	}
 	if after := lentNow(); after <= lentBefore {
 		t.Errorf("no page lent after the restarts (%.0f before, %.0f after)", lentBefore, after)
 	}
