@@ -41,7 +41,24 @@ const (
 type lendMark struct {
 	holder string
 	epoch  int64
-	until  time.Time
+	until  time.Time // the end of the holder's phase and the grace: a rebalance waits for it
+	// hold is when the mark stops holding the URL (zero: until): later
+	// than until by lendSlack, so that an outcome delayed on a loaded
+	// machine still arrives before the URL is lent or fetched again.
+	hold time.Time
+}
+
+// holdUntil is when the mark stops holding the URL.
+func (m lendMark) holdUntil() time.Time {
+	if m.hold.After(m.until) {
+		return m.hold
+	}
+	return m.until
+}
+
+// lendSlack is how long after until a mark still holds its URL (lendMark.hold).
+func (c *Cluster) lendSlack() time.Duration {
+	return max(c.cfg.PhaseDuration, 2*time.Second)
 }
 
 // lending is the owner's in-memory state of the URLs it lent.
@@ -131,7 +148,7 @@ func (l *lending) lent(fp uint64, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if now.Before(m.until) || l.pending[m.holder] {
+	if now.Before(m.holdUntil()) || l.pending[m.holder] {
 		return true
 	}
 	l.drop(fp, m)
@@ -183,7 +200,7 @@ func (l *lending) carry(fp uint64, m lendMark) {
 // it neither fetches nor lends the URL while the holder may still fetch
 // it or its outcome may still be on its way.
 func movedHost(host string, m lendMark) string {
-	return host + "\nlent " + m.holder + " " + strconv.FormatInt(m.epoch, 10) + " " + strconv.FormatInt(m.until.UnixMilli(), 10)
+	return host + "\nlent " + m.holder + " " + strconv.FormatInt(m.epoch, 10) + " " + strconv.FormatInt(m.holdUntil().UnixMilli(), 10)
 }
 
 // takeMoved strips the lend marks from moved records' Host (movedHost)
@@ -249,7 +266,7 @@ func (l *lending) expire(now time.Time) int {
 	defer l.mu.Unlock()
 	n := 0
 	for fp, m := range l.marks {
-		if !now.Before(m.until) && !l.pending[m.holder] {
+		if !now.Before(m.holdUntil()) && !l.pending[m.holder] {
 			l.drop(fp, m)
 			n++
 		}
@@ -429,6 +446,7 @@ func (l *lending) pendingHolder(holder string) bool {
 // lendTo lends peer, working on phase q in epoch, the IN_LIST URLs of
 // that phase not lent already, up to maxLentPerMember outstanding.
 func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, until time.Time) error {
+	hold := until.Add(c.lendSlack())
 	c.lends.mu.Lock()
 	room := maxLentPerMember - c.lends.out[peer]
 	c.lends.mu.Unlock()
@@ -472,7 +490,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		if _, ok := c.lends.marks[fp]; !ok {
 			c.lends.out[peer]++
 		}
-		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until}
+		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until, hold: hold}
 	}
 	c.lends.mu.Unlock()
 	if err := c.outbox.put(ctx, peer, KindLend, lend); err != nil {
