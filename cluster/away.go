@@ -66,6 +66,9 @@ func (c *Cluster) Held(fp uint64) bool {
 	if o := c.ring.Load().Owner(fp); o != "" && o != c.cfg.Name {
 		return true
 	}
+	if c.lendHeld.Load() {
+		return true // a member away at the join may hold it, lent before a restart
+	}
 	now := time.Now()
 	if c.lends.marks != nil && c.lends.lent(fp, now) {
 		return true // lent to the member that works on its host's phase

@@ -40,7 +40,24 @@ const (
 type lendMark struct {
 	holder string
 	epoch  int64
-	until  time.Time
+	until  time.Time // the end of the holder's phase and the grace: a rebalance waits for it
+	// hold is when the mark stops holding the URL (zero: until): later
+	// than until by lendSlack, so that an outcome delayed on a loaded
+	// machine still arrives before the URL is lent or fetched again.
+	hold time.Time
+}
+
+// holdUntil is when the mark stops holding the URL.
+func (m lendMark) holdUntil() time.Time {
+	if m.hold.After(m.until) {
+		return m.hold
+	}
+	return m.until
+}
+
+// lendSlack is how long after until a mark still holds its URL (lendMark.hold).
+func (c *Cluster) lendSlack() time.Duration {
+	return max(c.cfg.PhaseDuration, 2*time.Second)
 }
 
 // lending is the owner's in-memory state of the URLs it lent.
@@ -52,6 +69,67 @@ type lending struct {
 	// cursors is, per member, where the scan of the URLs to lend it
 	// stopped in its current phase (lendLoop's goroutine only).
 	cursors map[string]lendCursor
+	// early keeps the outcomes that reached this node, the URL's owner,
+	// before the URL's record did (a leaving or rebalancing member moves
+	// it here while the holder reports to the owner it sees): they are
+	// settled when the record arrives (KindMoved), not dropped, so the
+	// record is not fetched again.
+	early map[uint64]earlyOutcome
+}
+
+// earlyOutcome is an outcome kept until its record arrives.
+type earlyOutcome struct {
+	u  frontier.NewURL
+	at time.Time
+}
+
+const (
+	// earlyKeep is how long an outcome waits for its record.
+	earlyKeep = 5 * time.Minute
+	// maxEarly bounds the outcomes waiting for their records.
+	maxEarly = 65536
+)
+
+// keepEarly keeps the outcomes us until their records arrive.
+func (l *lending) keepEarly(us []frontier.NewURL, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.early == nil {
+		l.early = map[uint64]earlyOutcome{}
+	}
+	if len(l.early)+len(us) > maxEarly {
+		for fp, e := range l.early {
+			if now.Sub(e.at) > earlyKeep {
+				delete(l.early, fp)
+			}
+		}
+	}
+	for _, u := range us {
+		if len(l.early) >= maxEarly {
+			return
+		}
+		l.early[frontier.Fingerprint(u.URL)] = earlyOutcome{u: u, at: now}
+	}
+}
+
+// takeEarly removes and returns the outcomes kept for the records us.
+func (l *lending) takeEarly(us []frontier.NewURL, now time.Time) []frontier.NewURL {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.early) == 0 {
+		return nil
+	}
+	var out []frontier.NewURL
+	for _, u := range us {
+		fp := frontier.Fingerprint(u.URL)
+		if e, ok := l.early[fp]; ok {
+			delete(l.early, fp)
+			if now.Sub(e.at) <= earlyKeep {
+				out = append(out, e.u)
+			}
+		}
+	}
+	return out
 }
 
 // lendCursor is the position of the lend scan for one member.
@@ -69,7 +147,7 @@ func (l *lending) lent(fp uint64, now time.Time) bool {
 	if !ok {
 		return false
 	}
-	if now.Before(m.until) || l.pending[m.holder] {
+	if now.Before(m.holdUntil()) || l.pending[m.holder] {
 		return true
 	}
 	l.drop(fp, m)
@@ -93,6 +171,70 @@ func (l *lending) drop(fp uint64, m lendMark) {
 	if l.out[m.holder]--; l.out[m.holder] <= 0 {
 		delete(l.out, m.holder)
 	}
+}
+
+// markOf returns the mark of fp, if it is lent.
+func (l *lending) markOf(fp uint64) (lendMark, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.marks[fp]
+	return m, ok
+}
+
+// carry sets the mark m of fp, lent by the member that moved the record
+// here (unless fp is marked already).
+func (l *lending) carry(fp uint64, m lendMark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.marks[fp]; ok {
+		return
+	}
+	l.marks[fp] = m
+	l.out[m.holder]++
+}
+
+// movedHost is a moved record's entry Host when the record is lent: the
+// URL's host, a newline, "lent", the holder, the epoch of the lend and
+// the end of the mark (Unix ms). The new owner keeps the mark (takeMoved):
+// it neither fetches nor lends the URL while the holder may still fetch
+// it or its outcome may still be on its way.
+func movedHost(host string, m lendMark) string {
+	return host + "\nlent " + m.holder + " " + strconv.FormatInt(m.epoch, 10) + " " + strconv.FormatInt(m.holdUntil().UnixMilli(), 10)
+}
+
+// takeMoved strips the lend marks from moved records' Host (movedHost)
+// and, when this node lends, keeps them; the marks end with a slack of
+// twice the clock uncertainty u. It returns the records as they are stored.
+func (c *Cluster) takeMoved(urls []frontier.NewURL, u time.Duration) []frontier.NewURL {
+	var out []frontier.NewURL
+	for i, x := range urls {
+		host, rest, ok := strings.Cut(x.Host, "\n")
+		if !ok {
+			if out != nil {
+				out = append(out, x)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]frontier.NewURL, 0, len(urls)), urls[:i]...)
+		}
+		x.Host = host
+		out = append(out, x)
+		f := strings.Fields(rest)
+		if len(f) != 4 || f[0] != "lent" || c.lends.marks == nil {
+			continue
+		}
+		epoch, err1 := strconv.ParseInt(f[2], 10, 64)
+		ms, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		c.lends.carry(frontier.Fingerprint(x.URL), lendMark{holder: f[1], epoch: epoch, until: time.UnixMilli(ms).Add(2 * max(u, 0))})
+	}
+	if out == nil {
+		return urls
+	}
+	return out
 }
 
 // settle forgets the marks of fps (their outcomes arrived).
@@ -123,7 +265,7 @@ func (l *lending) expire(now time.Time) int {
 	defer l.mu.Unlock()
 	n := 0
 	for fp, m := range l.marks {
-		if !now.Before(m.until) && !l.pending[m.holder] {
+		if !now.Before(m.holdUntil()) && !l.pending[m.holder] {
 			l.drop(fp, m)
 			n++
 		}
@@ -167,6 +309,61 @@ func (c *Cluster) lendHolds() map[string]bool {
 	return hold
 }
 
+// holdForAway is called when the join gate opens: the members away now
+// may hold URLs of this node's share lent to them by its previous process
+// (the marks were in memory), with their outcomes waiting in their
+// outboxes. This node fetches and lends none of its URLs until each of
+// them came back settled for the member set (its outbox delivered) or its
+// takeover_after ran out.
+func (c *Cluster) holdForAway() {
+	a := c.away.Load()
+	if a == nil {
+		return
+	}
+	hold := map[string]bool{}
+	now := time.Now()
+	for name, until := range a.until {
+		if now.Before(until) {
+			hold[name] = true
+		}
+	}
+	if len(hold) == 0 {
+		return
+	}
+	c.awayAtGate.Store(&hold)
+	c.lendHeld.Store(true)
+	c.log.Info("holding this node's URLs until the members away come back settled (they may hold URLs lent before a restart)",
+		"away", len(hold), "takeover_after", c.cfg.TakeoverAfter)
+}
+
+// lendHoldUpdate ends lendHeld once every member away at the gate came
+// back settled or is no longer away (takeover_after passed); hold is
+// lendHolds' answer (members away or not settled).
+func (c *Cluster) lendHoldUpdate(hold map[string]bool) {
+	p := c.awayAtGate.Load()
+	if p == nil || len(*p) == 0 {
+		return
+	}
+	left := map[string]bool{}
+	for name := range *p {
+		// Still away, or back but not settled (its outbox not delivered).
+		if hold[name] {
+			left[name] = true
+		}
+	}
+	if len(left) == len(*p) {
+		return
+	}
+	c.awayAtGate.Store(&left)
+	if len(left) == 0 {
+		c.lendHeld.Store(false)
+		c.log.Info("the members away at the join came back settled or were taken over: fetching and lending")
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+	}
+}
+
 // lendLoop lends every lendInterval until ctx is done.
 func (c *Cluster) lendLoop(ctx context.Context) {
 	t := time.NewTicker(lendInterval)
@@ -179,6 +376,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 		case <-c.lendKick:
 		}
 		hold := c.lendHolds()
+		c.lendHoldUpdate(hold)
 		c.lends.mu.Lock()
 		c.lends.pending = hold
 		c.lends.mu.Unlock()
@@ -196,7 +394,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 // Nothing is lent while this node is held off its phase (joining, fenced,
 // frozen, leaving): it then does not know that the view is agreed.
 func (c *Cluster) lendRound(ctx context.Context) error {
-	if c.joining.Load() || c.leaving.Load() {
+	if c.joining.Load() || c.leaving.Load() || c.lendHeld.Load() {
 		return nil
 	}
 	now := time.Now()
@@ -247,6 +445,7 @@ func (l *lending) pendingHolder(holder string) bool {
 // lendTo lends peer, working on phase q in epoch, the IN_LIST URLs of
 // that phase not lent already, up to maxLentPerMember outstanding.
 func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, until time.Time) error {
+	hold := until.Add(c.lendSlack())
 	c.lends.mu.Lock()
 	room := maxLentPerMember - c.lends.out[peer]
 	c.lends.mu.Unlock()
@@ -290,7 +489,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		if _, ok := c.lends.marks[fp]; !ok {
 			c.lends.out[peer]++
 		}
-		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until}
+		c.lends.marks[fp] = lendMark{holder: peer, epoch: epoch, until: until, hold: hold}
 	}
 	c.lends.mu.Unlock()
 	if err := c.outbox.put(ctx, peer, KindLend, lend); err != nil {
@@ -441,6 +640,13 @@ func (c *Cluster) keepFor(peer string) bool {
 			return true
 		}
 	}
+	// A member this process has not heard of yet, in its first
+	// takeover_after: after a restart the outbox may hold outcomes for a
+	// lender that is on its way back (it restarted too); it keeps their
+	// records and would otherwise fetch them again.
+	if k := c.known.Load(); (k == nil || !(*k)[peer]) && time.Since(c.started) < c.cfg.TakeoverAfter {
+		return true
+	}
 	return false
 }
 
@@ -448,6 +654,12 @@ func (c *Cluster) keepFor(peer string) bool {
 // to: the lender, which keeps the record, while it is alive or away; its
 // owner otherwise (outcomeOwner).
 func (c *Cluster) outcomeTo(lender string, fp uint64) string {
+	if lender != "" && lender != c.cfg.Name && (*c.peersLeaving.Load())[lender] {
+		// A lender handing off refuses batches; the record goes to the
+		// URL's owner among the members that stay, and so does the outcome
+		// (kept there if it comes first, with the lend's mark if later).
+		return c.stayOwner(fp)
+	}
 	if lender != "" && (lender == c.cfg.Name || c.keepFor(lender)) {
 		return lender
 	}
@@ -469,6 +681,15 @@ func (c *Cluster) outcomeOwner(fp uint64) string {
 		}
 	}
 	return c.ring.Load().Owner(fp)
+}
+
+// stayOwner is the owner of fp among the members that are not handing
+// off (outcomeOwner while none is).
+func (c *Cluster) stayOwner(fp uint64) string {
+	if r := c.stayRing.Load(); r != nil {
+		return r.Owner(fp)
+	}
+	return c.outcomeOwner(fp)
 }
 
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then
@@ -556,7 +777,7 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	fps := make([]uint64, 0, len(rs))
 	var done []frontier.NewURL
 	fwd := map[string][]Entry{}
-	ring := c.ring.Load()
+	var early []frontier.NewURL
 	n := 0
 	for i, r := range rs {
 		fps = append(fps, r.FP)
@@ -567,13 +788,21 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			}
 			continue
 		}
-		if o := ring.Owner(r.FP); o != "" && o != c.cfg.Name && us[i].Redirects < maxOutcomeHops {
+		switch o := c.stayOwner(r.FP); {
+		case o == "" || o == c.cfg.Name:
+			// This node owns it and has no record it could settle: the
+			// record may be on its way here (moved); kept until it comes.
+			early = append(early, us[i])
+		case us[i].Redirects < maxOutcomeHops:
 			u := us[i]
 			u.Redirects++
 			fwd[o] = append(fwd[o], Entry{Kind: KindOutcome, NewURL: u})
 		}
 	}
 	c.lends.settle(fps)
+	if len(early) > 0 && !c.leaving.Load() {
+		c.lends.keepEarly(early, time.Now())
+	}
 	if len(fwd) > 0 {
 		if err := c.outbox.putEntries(ctx, fwd); err != nil {
 			return n, err

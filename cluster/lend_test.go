@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -68,5 +69,114 @@ func TestLendingMarks(t *testing.T) {
 	l.settle([]uint64{3})
 	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {
 		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
+	}
+}
+
+// TestOutcomeBeforeRecord: an outcome that reaches the URL's owner before
+// the record (moved by a leaving member) is kept, and settles the record
+// when it arrives: the owner does not fetch the page again.
+func TestOutcomeBeforeRecord(t *testing.T) {
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	ctx := context.Background()
+	const u, other = "http://a.test/early", "http://a.test/plain"
+	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
+	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := records(t, tc.f)[u]; ok {
+		t.Fatal("an outcome without its record made a record")
+	}
+	moved := []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, tc.f)
+	if r := recs[u]; r.State != frontier.Completed {
+		t.Errorf("the record that came after its outcome: %+v, want COMPLETED", r)
+	}
+	if r := recs[other]; r.State != frontier.InList {
+		t.Errorf("a moved record without an outcome: %+v, want IN_LIST", r)
+	}
+	if got := tc.c.lends.takeEarly(moved, time.Now()); len(got) != 0 {
+		t.Errorf("outcomes still kept after their records came: %v", got)
+	}
+}
+
+// TestMovedKeepsLend: a lent record moved to a new owner carries its lend
+// mark there: the new owner holds the URL (neither fetches nor lends it)
+// until the holder's outcome arrives or the mark expires, and stores the
+// record under its plain host.
+func TestMovedKeepsLend(t *testing.T) {
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	ctx := context.Background()
+	const u, other = "http://a.test/lent", "http://a.test/plain"
+	m := lendMark{holder: "holder", epoch: 9, until: time.Now().Add(time.Minute)}
+	moved := []frontier.NewURL{{URL: u, Host: movedHost("a.test", m), Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+		t.Fatal(err)
+	}
+	recs := records(t, tc.f)
+	if r := recs[u]; r.State != frontier.InList || r.Host != "a.test" {
+		t.Fatalf("moved lent record: %+v, want IN_LIST under a.test", r)
+	}
+	if !tc.c.Held(frontier.Fingerprint(u)) || tc.c.Held(frontier.Fingerprint(other)) {
+		t.Errorf("held: lent %v (want true), plain %v (want false)", tc.c.Held(frontier.Fingerprint(u)), tc.c.Held(frontier.Fingerprint(other)))
+	}
+	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
+	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
+		t.Fatal(err)
+	}
+	if r := records(t, tc.f)[u]; r.State != frontier.Completed || tc.c.Held(frontier.Fingerprint(u)) {
+		t.Errorf("after the holder's outcome: %+v, held %v", r, tc.c.Held(frontier.Fingerprint(u)))
+	}
+}
+
+// TestHoldForAway: a node whose join gate opened while members were away
+// holds its URLs (Held) until each of them came back settled or was
+// taken over: they may hold URLs its previous process lent them.
+func TestHoldForAway(t *testing.T) {
+	woken := 0
+	c := &Cluster{log: testLogger(), cfg: NodeConfig{Wake: func() { woken++ }}}
+	c.away.Store(&away{until: map[string]time.Time{"a": time.Now().Add(time.Minute), "b": time.Now().Add(time.Minute), "gone": time.Now().Add(-time.Second)}})
+	c.holdForAway()
+	if !c.lendHeld.Load() || len(*c.awayAtGate.Load()) != 2 {
+		t.Fatalf("after the gate: held %v, waiting for %v", c.lendHeld.Load(), *c.awayAtGate.Load())
+	}
+	c.lendHoldUpdate(map[string]bool{"a": true, "b": true})
+	c.lendHoldUpdate(map[string]bool{"b": true}) // a came back settled
+	if !c.lendHeld.Load() || woken != 0 {
+		t.Errorf("released while b is away or not settled (held %v, woken %d)", c.lendHeld.Load(), woken)
+	}
+	c.lendHoldUpdate(map[string]bool{"a": true}) // a not settled again: it had come back already
+	if c.lendHeld.Load() || woken != 1 {
+		t.Errorf("not released once every member away at the gate came back settled (held %v, woken %d)", c.lendHeld.Load(), woken)
+	}
+	c2 := &Cluster{log: testLogger()}
+	c2.holdForAway()
+	if c2.lendHeld.Load() {
+		t.Error("held with no member away")
+	}
+}
+
+// TestKeepForUnknown: a restarted holder keeps the outcomes for a lender
+// it has not heard of yet during its first takeover_after (the lender may
+// be on its way back and keeps the records), not for one it knows is gone.
+func TestKeepForUnknown(t *testing.T) {
+	c := &Cluster{started: time.Now(), cfg: NodeConfig{TakeoverAfter: time.Minute}}
+	c.addrs.Store(&map[string]string{"alive": "127.0.0.1:1"})
+	c.known.Store(&map[string]bool{"alive": true, "gone": true})
+	for _, tc := range []struct {
+		peer string
+		want bool
+	}{{"alive", true}, {"gone", false}, {"unknown", true}} {
+		if got := c.keepFor(tc.peer); got != tc.want {
+			t.Errorf("keepFor(%s) = %v, want %v", tc.peer, got, tc.want)
+		}
+	}
+	c.started = time.Now().Add(-2 * time.Minute)
+	if c.keepFor("unknown") {
+		t.Error("outcomes kept for an unknown lender after takeover_after")
 	}
 }

@@ -198,6 +198,9 @@ type Cluster struct {
 	updKick chan struct{}
 
 	peersLeaving atomic.Pointer[map[string]bool] // other members handing off before they leave
+	// stayRing is the ring without the members handing off (nil when none
+	// is): the owners their records go to, and their lent URLs' outcomes.
+	stayRing atomic.Pointer[Ring]
 
 	scopeMu   sync.Mutex       // guards scopeSent
 	scopeSent map[string]int64 // members alive at the last update (name -> Started): they have our seed hosts
@@ -216,8 +219,17 @@ type Cluster struct {
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	lends       lending       // URLs lent to other members (lend.go)
 	lendKick    chan struct{} // URLs arrived: lend now
-	movedURLs   atomic.Uint64
-	movedFPs    atomic.Uint64
+	// awayAtGate is, from the opening of the join gate, the members that
+	// were away then and have not come back settled since; lendHeld is
+	// set while there are any (lend.go, lendHoldUpdate).
+	awayAtGate atomic.Pointer[map[string]bool]
+	// known is every member this process has heard of, failed and gone
+	// ones included (update); started is when the process started.
+	known     atomic.Pointer[map[string]bool]
+	started   time.Time
+	lendHeld  atomic.Bool
+	movedURLs atomic.Uint64
+	movedFPs  atomic.Uint64
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -271,6 +283,13 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		}
 		return 0, errLeaving
 	}
+	if kind == KindMoved {
+		u := time.Duration(0)
+		if c.clock != nil {
+			u = c.clock.Uncertainty()
+		}
+		urls = c.takeMoved(urls, u) // marks set before the records are stored
+	}
 	if c.cfg.Redirects != nil && (kind == KindNew || kind == KindMoved) {
 		c.cfg.Redirects.RememberRedirects(urls)
 	}
@@ -312,6 +331,14 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		foreign = false
 	default:
 		n, err = c.front.Add(ctx, local)
+		if err == nil && kind == KindMoved {
+			// Outcomes that came before their records settle them now.
+			if early := c.lends.takeEarly(local, time.Now()); len(early) > 0 {
+				if _, err := c.settleLent(ctx, early); err != nil {
+					c.log.Warn("settle lent outcomes that came before their records", "error", err, "urls", len(early))
+				}
+			}
+		}
 	}
 	if err == nil && foreign {
 		signal(c.rebKick) // moved here by a member whose view differs: move them on
@@ -408,8 +435,12 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = 10 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, started: time.Now(), rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
+	if cfg.Lend {
+		// Before the exchange and the rebalance start: both read them.
+		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
+	}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process
 	// left in the outbox for their owners instead of taking them as this
@@ -463,6 +494,9 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
 	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
 	xc.OutcomeOf = func(peer string, u frontier.NewURL) string {
+		if (*c.peersLeaving.Load())[peer] {
+			return c.stayOwner(frontier.Fingerprint(u.URL)) // it refuses them: its records go there
+		}
 		if c.keepFor(peer) {
 			return "" // the lender keeps the record
 		}
@@ -513,7 +547,6 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.rebWG.Go(func() { c.rebalanceLoop(rctx) })
 	c.rebWG.Go(func() { c.gate(rctx) })
 	if cfg.Lend {
-		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
 		c.rebWG.Go(func() { c.lendLoop(rctx) })
 	}
 	c.log.Info("cluster layer started", "gossip", c.members.Addr(), "exchange", meta.Exchange, "members", c.ring.Load().Len())
@@ -594,6 +627,17 @@ func (c *Cluster) update() {
 		}
 	}
 	c.peersLeaving.Store(&peersLeaving)
+	if len(peersLeaving) > 0 {
+		stay := make([]string, 0, len(owners))
+		for _, o := range owners {
+			if !peersLeaving[o] {
+				stay = append(stay, o)
+			}
+		}
+		c.stayRing.Store(NewRing(stay))
+	} else {
+		c.stayRing.Store(nil)
+	}
 	var from int64
 	if !leaving {
 		// A member declared dead stays in the schedule for a while, and
@@ -617,11 +661,14 @@ func (c *Cluster) update() {
 			signal(c.viewKick)
 		}
 	}
+	known := map[string]bool{}
 	for _, m := range c.members.All() {
+		known[m.Name] = true
 		if m.State == StateDead {
 			c.x.Reset(m.Name) // an ack it owes may never come (a cut)
 		}
 	}
+	c.known.Store(&known)
 	c.away.Store(c.computeAway(owners, time.Now()))
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)

@@ -155,6 +155,11 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		for k, i := range is {
 			r := claimed[i]
 			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Due: r.Due}
+			if g.kind == KindMoved && c.lends.marks != nil {
+				if lm, ok := c.lends.markOf(r.FP); ok {
+					us[k].Host = movedHost(r.Host, lm) // the new owner waits for the lend
+				}
+			}
 		}
 		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
 			errs = append(errs, err)
@@ -312,6 +317,19 @@ func (c *Cluster) rebalance(ctx context.Context) {
 			}
 		}
 	}
+	if c.cfg.Lend && c.Away() > 0 {
+		// A member away may hold URLs lent by a member that restarted
+		// (its marks were lost), their outcomes in its outbox: the
+		// restarted member opens its gate only once this node is settled,
+		// so not before the members away came back or were taken over.
+		c.log.Info("rebalance: waiting for the members away before settling", "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
+		for c.Away() > 0 {
+			if !sleepCtx(ctx, 50*time.Millisecond) || superseded() {
+				logDone("rebalance interrupted by a membership change")
+				return
+			}
+		}
+	}
 	logDone("rebalance done")
 	c.setMeta(func(m *NodeMeta) { m.Settled = ring.ID() })
 }
@@ -367,6 +385,9 @@ func (c *Cluster) gate(ctx context.Context) {
 					"waiting_for", waiting, "join_timeout", c.cfg.JoinTimeout)
 			}
 			c.gateSince.Store(0)
+			if c.cfg.Lend {
+				c.holdForAway()
+			}
 			c.joining.Store(false)
 			if !c.leaving.Load() {
 				c.sched.SetHold(false)

@@ -21,8 +21,8 @@ import (
 //
 //	go test ./test/cluster -run '^$' -bench CrawlDefaults -benchtime 1x -count 3
 //
-// PHASECRAWL_BENCH_LEND=true runs the cluster with lending (cluster.lend,
-// off by default); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
+// PHASECRAWL_BENCH_LEND=false runs the cluster without lending
+// (cluster.lend, on by default); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
 // override the phase duration and cluster.batch_delay;
 // PHASECRAWL_BENCH_SERIES=1 logs the pages served per second.
 func BenchmarkCrawlDefaults(b *testing.B) {

@@ -114,16 +114,25 @@ func TestProcLendingKill(t *testing.T) {
 		}
 	}
 	cut, twice := 0, 0
-	for _, evs := range harness.FetchEvents(dirsOf(ps), dup) {
+	for u, evs := range harness.FetchEvents(dirsOf(ps), dup) {
 		// One of the two fetches never reached a crawl log: it was in
 		// flight at the kill; the logged one came after.
 		if len(evs) == 1 && evs[0].At.After(killAt) {
 			cut++
-		} else {
-			twice++
+			continue
+		}
+		if twice++; twice <= 10 {
+			var at []string
+			for _, e := range evs {
+				at = append(at, e.Node+" "+e.At.UTC().Format("15:04:05.000"))
+			}
+			t.Logf("logged twice: %s by %s", u, strings.Join(at, ", "))
 		}
 	}
 	t.Logf("%d duplicate fetches: %d in flight at the kill, %d logged twice", rep.Duplicates, cut, twice)
+	if twice > 0 {
+		t.Errorf("%d pages fetched twice that were not in flight at the kill, want 0", twice)
+	}
 	if after := lentNow(); after <= lentBefore {
 		t.Errorf("no page lent after the restarts (%.0f before, %.0f after)", lentBefore, after)
 	}
