@@ -45,33 +45,9 @@ func BenchmarkCrawlDefaults(b *testing.B) {
 				web, webAddr, exp := startWeb(b, smallWebConfig())
 				c := newProcCluster(b, web, webAddr)
 				c.phase, c.workers, c.delay, c.shipped, c.alone, c.env = phase, 0, 0, true, n == 1, env
-				var ps []*proc
-				if n == 1 {
-					p := c.add(0)
-					p.start()
-					p.waitUp()
-					ps = []*proc{p}
-				} else {
-					ps = startCluster(b, c, n)
-				}
+				ps := startNodes(b, c, n)
 				b.StartTimer()
-				start := time.Now()
-				if err := ps[0].postSeeds(web.Seeds()); err != nil {
-					b.Fatal(err)
-				}
-				var doneAt time.Time
-				seen := 0
-				harness.WaitUntil(b, 15*time.Minute, "crawl done", func() bool {
-					if crawlDone(ps) {
-						if seen == 0 {
-							doneAt = time.Now()
-						}
-						seen++
-					} else {
-						seen = 0
-					}
-					return seen >= 3
-				})
+				start, doneAt := crawlSeeds(b, ps, web.Seeds(), 15*time.Minute)
 				b.StopTimer()
 				var pages float64
 				lent = 0

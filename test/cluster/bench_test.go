@@ -74,33 +74,9 @@ func BenchmarkCrawl(b *testing.B) {
 				if batchDelay != "" {
 					c.env = []string{"PHASECRAWL_CLUSTER_BATCH_DELAY=" + batchDelay}
 				}
-				var ps []*proc
-				if n == 1 {
-					p := c.add(0)
-					p.start()
-					p.waitUp()
-					ps = []*proc{p}
-				} else {
-					ps = startCluster(b, c, n)
-				}
+				ps := startNodes(b, c, n)
 				b.StartTimer()
-				start := time.Now()
-				if err := ps[0].postSeeds(web.Seeds()); err != nil {
-					b.Fatal(err)
-				}
-				var doneAt time.Time
-				seen := 0
-				harness.WaitUntil(b, 5*time.Minute, "crawl done", func() bool {
-					if crawlDone(ps) {
-						if seen == 0 {
-							doneAt = time.Now()
-						}
-						seen++
-					} else {
-						seen = 0
-					}
-					return seen >= 3
-				})
+				start, doneAt := crawlSeeds(b, ps, web.Seeds(), 5*time.Minute)
 				b.StopTimer()
 				var pages, batches, forwarded float64
 				for _, p := range ps {
@@ -134,6 +110,43 @@ func BenchmarkCrawl(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startNodes starts n members of c (a node alone when n is 1) and waits
+// until they are up (and, for a cluster, formed).
+func startNodes(b *testing.B, c *procCluster, n int) []*proc {
+	b.Helper()
+	if n > 1 {
+		return startCluster(b, c, n)
+	}
+	p := c.add(0)
+	p.start()
+	p.waitUp()
+	return []*proc{p}
+}
+
+// crawlSeeds posts seeds to the first node and waits (at most within)
+// until every node reports the crawl done three polls in a row; it returns
+// when the seeds were posted and when the crawl was first seen done.
+func crawlSeeds(b *testing.B, ps []*proc, seeds []string, within time.Duration) (start, doneAt time.Time) {
+	b.Helper()
+	start = time.Now()
+	if err := ps[0].postSeeds(seeds); err != nil {
+		b.Fatal(err)
+	}
+	seen := 0
+	harness.WaitUntil(b, within, "crawl done", func() bool {
+		if crawlDone(ps) {
+			if seen == 0 {
+				doneAt = time.Now()
+			}
+			seen++
+		} else {
+			seen = 0
+		}
+		return seen >= 3
+	})
+	return start, doneAt
 }
 
 // logSeries logs the pages the web served per second of the crawl and the
