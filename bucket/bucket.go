@@ -57,7 +57,7 @@ type Item struct {
 	// again; zero for a first visit.
 	Due time.Time
 	// Guest: the URL is another member's, lent to this node for the
-	// host's phase (node.Guest); its outcome goes back to the owner.
+	// host's phase (frontier.Guest); its outcome goes back to the owner.
 	Guest bool
 }
 

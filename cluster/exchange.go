@@ -16,24 +16,36 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// Inserter stores URLs in the local frontier with dedup and returns how many
-// were new once they are durable (*frontier.Frontier implements it).
-type Inserter interface {
-	Add(ctx context.Context, urls []frontier.NewURL) (int, error)
+// Receiver files the URLs that reach this node's exchange: the entries of
+// the batches peers send (every Kind) and the URLs Route and RouteDone
+// keep here. It returns how many were new once they are durable: the
+// exchange acks a batch only then, and a resend after a lost ack is
+// harmless since the Receiver dedups. The cluster's Receiver files every
+// kind itself (it forwards discovered URLs another member owns, and keeps
+// moved records); StoreReceiver is that of a plain URL store.
+type Receiver interface {
+	Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error)
 }
 
-// DoneInserter is implemented by an Inserter that can also store COMPLETED
-// records moved by a rebalance (KindDone), so that they are not crawled again.
-// Without it, batches with such records are refused (and retried by the sender).
-type DoneInserter interface {
+// URLStore stores URLs with dedup (*frontier.Frontier is one): Add the
+// URLs to crawl, AddDone the COMPLETED records, which are not crawled
+// again. Both return how many were new once they are durable.
+type URLStore interface {
+	Add(ctx context.Context, urls []frontier.NewURL) (int, error)
 	AddDone(ctx context.Context, urls []frontier.NewURL) (int, error)
 }
 
-// KindInserter is implemented by an Inserter that files every kind of
-// entry itself (the cluster's: it forwards discovered URLs another member
-// owns, and keeps moved records). It takes precedence over Add and AddDone.
-type KindInserter interface {
-	AddKind(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error)
+// StoreReceiver is the Receiver of a plain URL store: COMPLETED records
+// (KindDone, KindReplica) go to AddDone, every other kind to Add.
+func StoreReceiver(s URLStore) Receiver { return storeReceiver{s} }
+
+type storeReceiver struct{ s URLStore }
+
+func (r storeReceiver) Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	if kind == KindDone || kind == KindReplica {
+		return r.s.AddDone(ctx, urls)
+	}
+	return r.s.Add(ctx, urls)
 }
 
 // ExchangeConfig configures NewExchange. Zero values take the defaults.
@@ -49,7 +61,7 @@ type ExchangeConfig struct {
 	TLS *tls.Config
 
 	Outbox  *Outbox                        // durable queue of URLs to send. Required.
-	Local   Inserter                       // the local frontier. Required.
+	Local   Receiver                       // files what this node keeps (the local frontier). Required.
 	OwnerOf func(u frontier.NewURL) string // current owner of u ("" = unknown: keep waiting). Must be fast. Required.
 	// ReplicaOf is the member that should now hold the replica of u
 	// (KindReplica entries; "" keeps them with the peer they were filed
@@ -165,8 +177,8 @@ type exStats struct {
 // connection per sender->receiver pair, batches of up to MaxBatch URLs or
 // MaxDelay old, stop-and-wait acknowledgement. The sender deletes a batch
 // from the outbox only once acknowledged; the receiver acknowledges only once
-// its Inserter stored the batch. A resend after a lost ack is harmless since
-// the Inserter dedups.
+// its Receiver stored the batch. A resend after a lost ack is harmless since
+// the Receiver dedups.
 type Exchange struct {
 	cfg    ExchangeConfig
 	log    *slog.Logger
@@ -218,14 +230,14 @@ func (x *Exchange) Stats() ExchangeStats {
 }
 
 // Route implements the node's Router: URLs owned by this node (or by nobody
-// known yet) go to the local Inserter, the others to the outbox under their
+// known yet) go to the local Receiver, the others to the outbox under their
 // owner. It returns the number added locally; it never waits for a peer.
 func (x *Exchange) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return x.route(ctx, KindNew, urls)
 }
 
 // RouteDone hands COMPLETED records to their owners (rebalance): those owned
-// here go to the local Inserter's AddDone, the others to the outbox.
+// here go to the local Receiver (KindDone), the others to the outbox.
 func (x *Exchange) RouteDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return x.route(ctx, KindDone, urls)
 }
@@ -276,17 +288,7 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 	if len(urls) == 0 {
 		return 0, nil
 	}
-	if ki, ok := x.cfg.Local.(KindInserter); ok {
-		return ki.AddKind(ctx, kind, urls)
-	}
-	if kind == KindDone || kind == KindReplica {
-		di, ok := x.cfg.Local.(DoneInserter)
-		if !ok {
-			return 0, errors.New("cluster: local inserter cannot store completed records (no AddDone)")
-		}
-		return di.AddDone(ctx, urls)
-	}
-	return x.cfg.Local.Add(ctx, urls)
+	return x.cfg.Local.Receive(ctx, kind, urls)
 }
 
 // storeEntries stores a batch's entries locally, every kind.

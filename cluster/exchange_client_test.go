@@ -13,7 +13,7 @@ import (
 )
 
 // TestExchangeClientSend: batches sent by an ExchangeClient are filed by the
-// receiving exchange by kind (a frontier as its Inserter), acked with the
+// receiving exchange by kind (a frontier as its StoreReceiver), acked with the
 // number of new records, and a batch sent again adds nothing (dedup by
 // fingerprint).
 func TestExchangeClientSend(t *testing.T) {
@@ -25,7 +25,7 @@ func TestExchangeClientSend(t *testing.T) {
 	defer f.Close()
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	defer ob.Close()
-	x, err := NewExchange(ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: f,
+	x, err := NewExchange(ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(f),
 		OwnerOf: allTo("live"), AddrOf: (&addrBook{}).get, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

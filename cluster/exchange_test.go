@@ -17,7 +17,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// fakeInserter is a map-based Inserter with dedup, like the frontier.
+// fakeInserter is a map-based URLStore with dedup, like the frontier.
 type fakeInserter struct {
 	mu    sync.Mutex
 	seen  map[string]int // URL -> times delivered
@@ -163,7 +163,7 @@ func startTestExchange(t *testing.T, name, listen string, key []byte, ob *Outbox
 	}
 	x, err := NewExchange(ExchangeConfig{
 		onBatch: onBatch,
-		Name:    name, Listen: listen, Key: key, Outbox: ob, Local: ins, OwnerOf: owner, AddrOf: book.get,
+		Name:    name, Listen: listen, Key: key, Outbox: ob, Local: StoreReceiver(ins), OwnerOf: owner, AddrOf: book.get,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, AckTimeout: 10 * time.Second,
 		Logger: quietLogger(),
 	})
@@ -600,7 +600,7 @@ func TestExchangeReroutesAtSendTime(t *testing.T) {
 func TestExchangeConfigErrors(t *testing.T) {
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
 	defer ob.Close()
-	base := ExchangeConfig{Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: newFakeInserter(),
+	base := ExchangeConfig{Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(newFakeInserter()),
 		OwnerOf: allTo("a"), AddrOf: (&addrBook{}).get}
 	for _, tc := range []struct {
 		name string
@@ -637,7 +637,7 @@ func TestExchangeBatchPacing(t *testing.T) {
 	b := newTestNode(t, "b", testKey, allTo("b"), book)
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	x, err := NewExchange(ExchangeConfig{
-		Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: newFakeInserter(), OwnerOf: allTo("b"), AddrOf: book.get,
+		Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(newFakeInserter()), OwnerOf: allTo("b"), AddrOf: book.get,
 		MinBatch: 10, MaxDelay: time.Minute, AckTimeout: 10 * time.Second, Logger: quietLogger(),
 	})
 	if err != nil {

@@ -513,7 +513,7 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 	now := time.Now()
 	st := c.sched.At(now)
 	open := c.cfg.Guests != nil && !c.joining.Load() && !c.leaving.Load() && st.Phase >= 0 && !st.Held && st.Open
-	var gs, back []Guest
+	var gs, back []frontier.Guest
 	for _, u := range urls {
 		host, rest, ok := strings.Cut(u.Host, "\n")
 		if !ok {
@@ -528,7 +528,7 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		g := Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
+		g := frontier.Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
 		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
 			back = append(back, g)
@@ -566,7 +566,7 @@ func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier
 // before the outcome (a batch is stored kind by kind, KindNew first); the
 // node has made its own links durable before. A link or an outcome this
 // node owns now (the members changed) is recorded here.
-func (c *Cluster) ReportLent(ctx context.Context, out LentOutcome, foreign []frontier.NewURL) error {
+func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, foreign []frontier.NewURL) error {
 	ring := c.ring.Load()
 	files := map[string][]Entry{}
 	var local []frontier.NewURL
@@ -603,7 +603,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out LentOutcome, foreign []fro
 // this node and the epoch of the lend), which forget the lend's mark and
 // may lend or fetch the URLs at once. They travel behind this node's
 // earlier outcomes for the same owners (the outbox is ordered).
-func (c *Cluster) ReturnLent(ctx context.Context, gs []Guest) error {
+func (c *Cluster) ReturnLent(ctx context.Context, gs []frontier.Guest) error {
 	urls := make([]frontier.NewURL, len(gs))
 	for i, g := range gs {
 		r := frontier.Result{Host: g.Host, State: frontier.InList, Reason: c.cfg.Name + " " + strconv.FormatInt(g.Epoch, 10)}

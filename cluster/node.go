@@ -100,9 +100,7 @@ type NodeConfig struct {
 	Lend bool
 	// Guests takes the URLs other members lend this node (the node's
 	// guest pool). nil: lends are dropped.
-	Guests interface {
-		AddGuests([]Guest) []Guest
-	}
+	Guests GuestPool
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
@@ -132,6 +130,12 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 // fetch, so that a chain is limited however many members it crosses.
 type RedirectMemory interface {
 	RememberRedirects(urls []frontier.NewURL)
+}
+
+// GuestPool takes the URLs other members lend this node (lend.go) and
+// returns those it cannot take now, for their owners to have back at once.
+type GuestPool interface {
+	AddGuests([]frontier.Guest) []frontier.Guest
 }
 
 // ScopeDelegate keeps the node's seed hosts for the cluster. The node's
@@ -245,20 +249,17 @@ type Cluster struct {
 // off: the sender keeps them and re-files them once the node is gone.
 var errLeaving = errors.New("cluster: this node is leaving the cluster")
 
-// localStore is the exchange's Inserter (a KindInserter): it stores the
-// discovered URLs this node owns and forwards (through the outbox) those
-// another member owns, which happens when a sender's view of the membership
-// is behind; records moved by a rebalance (KindMoved, KindDone) and
-// replicas (KindReplica) are kept
-// here, where their sender chose to put them, and a rebalance moves them on
-// if this node's ring says another member owns them.
+// localStore is the exchange's Receiver: it stores the discovered URLs
+// this node owns and forwards (through the outbox) those another member
+// owns, which happens when a sender's view of the membership is behind;
+// records moved by a rebalance (KindMoved, KindDone) and replicas
+// (KindReplica) are kept here, where their sender chose to put them, and a
+// rebalance moves them on if this node's ring says another member owns
+// them.
 type localStore struct{ c *Cluster }
 
-func (l localStore) Add(ctx context.Context, urls []frontier.NewURL) (int, error) {
-	return l.c.store(ctx, KindNew, urls)
-}
-
-func (l localStore) AddKind(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+// Receive implements Receiver.
+func (l localStore) Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
 	return l.c.store(ctx, kind, urls)
 }
 

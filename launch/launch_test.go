@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"net"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -209,50 +207,9 @@ func TestNewCluster(t *testing.T) {
 	}
 }
 
-// pool is a guest pool that takes the guests of one host and refuses the
-// others.
-type pool struct {
-	host string
-	got  []node.Guest
-}
-
-func (p *pool) AddGuests(gs []node.Guest) (refused []node.Guest) {
-	for _, g := range gs {
-		if g.Host == p.host {
-			p.got = append(p.got, g)
-		} else {
-			refused = append(refused, g)
-		}
-	}
-	return refused
-}
-
-// TestGuests: the URLs the cluster lends reach the node's pool whole, and
-// those the pool refuses go back to the cluster whole.
-func TestGuests(t *testing.T) {
-	until := time.Unix(1700000000, 0)
-	a := cluster.Guest{NewURL: frontier.NewURL{URL: "http://a.test/1", Host: "a.test", Depth: 2}, Tries: 1, Lender: "n1", Epoch: 7, Until: until}
-	b := cluster.Guest{NewURL: frontier.NewURL{URL: "http://b.test/1", Host: "b.test", Depth: 3}, Tries: 2, Lender: "n2", Epoch: 8, Until: until}
-	tests := []struct {
-		name        string
-		in          []cluster.Guest
-		got         []node.Guest
-		wantRefused []cluster.Guest
-	}{
-		{"all taken", []cluster.Guest{a}, []node.Guest{node.Guest(a)}, nil},
-		{"one refused", []cluster.Guest{a, b}, []node.Guest{node.Guest(a)}, []cluster.Guest{b}},
-		{"none", nil, nil, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p := &pool{host: "a.test"}
-			refused := guests{p}.AddGuests(tt.in)
-			if !reflect.DeepEqual(p.got, tt.got) {
-				t.Errorf("pool got %+v, want %+v", p.got, tt.got)
-			}
-			if !reflect.DeepEqual(refused, tt.wantRefused) {
-				t.Errorf("refused %+v, want %+v", refused, tt.wantRefused)
-			}
-		})
-	}
+// closeUnrun closes a node that was built and never run.
+func closeUnrun(n *node.Node) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = n.Run(ctx)
 }

@@ -1,20 +1,144 @@
 package node
 
 import (
+	"context"
+	"io"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// ClusterReporter is implemented by a cluster layer (the io.Closer a
-// ClusterHook returns) that shows its state: /v1/status includes
-// ClusterStatus and /metrics the Collectors, registered on the node's
-// registry. The cluster series of a node alone (the standalone values, so
-// that every series exists in both modes) are registered by whoever wires
-// it (launch.New).
-type ClusterReporter interface {
+// Cluster is everything a node takes from its cluster layer, one named
+// delegate per capability, as memberlist's Config takes its delegates: the
+// node calls each one it is given and asks nothing else of the layer (no
+// type assertions). A nil delegate takes the default of a node alone,
+// stated on its field; the zero Cluster is a node alone (Standalone).
+// launch.New fills it from the cluster package's layer.
+type Cluster struct {
+	// Router takes the URLs the node discovers or is given (seeds) and
+	// sends each to its owner, and shares seed hosts and robots.txt with
+	// the other members. nil: Standalone, every URL goes to the local
+	// frontier and there is nobody to tell.
+	Router Router
+	// Split hands the URLs a page links to that other members own to
+	// their owners and gives back those owned here, which the worker
+	// records in the same frontier write as the page. nil: Standalone's
+	// (every URL is local) when Router is nil too; otherwise every URL
+	// goes through Router.Route, none is recorded with its page.
+	Split LocalSplitter
+	// Phases tells the node which host-hash phase it works on. nil:
+	// Standalone, one phase, always open. The node re-keys its frontier
+	// whenever the phase count changes.
+	Phases PhaseClock
+	// Deadlines bounds each request by the end of its phase and paces a
+	// host's first request after the previous phase owner's last. nil:
+	// phases never end; no deadline, no wait.
+	Deadlines PhaseDeadline
+	// Replicas keeps the second copy of the fingerprints of the pages
+	// this node completed on another member. nil: no second copies.
+	Replicas Replicator
+	// Holds says which URLs of the frontier must not be fetched here now.
+	// nil: none is held.
+	Holds Holder
+	// Lending settles the guests other members lent this node: the
+	// outcomes and links of the pages fetched, the guests given back.
+	// nil: nothing is lent to this node (guests reach it only through
+	// ClusterEnv.Guests, from a cluster layer that lends).
+	Lending Lender
+	// Status reports the members, the outbox and the phase in
+	// GET /v1/status. nil: no members, no outbox, the scheduler's phase.
+	Status StatusReporter
+	// Collectors are the cluster's series, registered on the node's
+	// registry. nil: none.
+	Collectors []prometheus.Collector
+	// Closer is closed after the workers stopped and before the frontier
+	// is closed (the graceful leave). nil: nothing to close.
+	Closer io.Closer
+}
+
+// Router sends discovered URLs to the node that owns them. Standalone adds
+// them to the local frontier; the cluster's router forwards the URLs other
+// nodes own. Route returns how many URLs were new to this node's frontier
+// and must not return before they are durable.
+type Router interface {
+	Route(ctx context.Context, urls []frontier.NewURL) (added int, err error)
+	// ShareSeedHosts makes hosts, seed hosts new to this node, part of
+	// every node's scope before the seeds on them are routed (the scope
+	// when no allow_hosts or allow_domains is set). It must not return
+	// before they are durable; a node alone has nobody to tell.
+	ShareSeedHosts(ctx context.Context, hosts []string) error
+	// ShareRobots hands a robots.txt this node fetched to the other nodes
+	// (best effort: one that misses it fetches its own copy).
+	ShareRobots(rec fetch.RobotsRecord)
+}
+
+// LocalSplitter is the Cluster.Split delegate: RouteForeign durably hands
+// the URLs owned by other nodes to their owners (outbox) and returns those
+// owned here, which the worker then records in the same frontier write as
+// the page they were found on (frontier.Settle).
+type LocalSplitter interface {
+	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
+}
+
+// PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
+type PhaseClock interface {
+	// Active returns the phase this node works on at now and the number of
+	// phases; open is false in the guard interval before a swap, when no new
+	// request may start.
+	Active(now time.Time) (phase, nphase int, open bool)
+}
+
+// PhaseDeadline is the Cluster.Deadlines delegate, for phases that end:
+// Deadline returns the local time by which a request started at now must
+// be finished so that it does not outlive its phase. Workers bound every
+// request (robots.txt included) with it.
+type PhaseDeadline interface {
+	Deadline(now time.Time) time.Time
+	// Handover returns the latest local time at which another member may
+	// have started a request to a host of the phase this node works on at
+	// now (the previous owner's guard start, clock uncertainty included).
+	// The first request of a host trip waits until Handover plus the host's
+	// delay, so a delay or Crawl-delay longer than the guard is kept across
+	// a swap too.
+	Handover(now time.Time) time.Time
+}
+
+// Replicator is the Cluster.Replicas delegate: Replicate durably sends the
+// URLs of pages this node completed to the node that keeps their second
+// copy, so that they are not crawled again should this node fail.
+type Replicator interface {
+	Replicate(ctx context.Context, done []frontier.NewURL) error
+}
+
+// Holder is the Cluster.Holds delegate: Held reports whether a URL in this
+// node's frontier must not be fetched here now: another member owns it (a
+// rebalance is moving it there), or the member that owns it counting the
+// members declared dead a short while ago is one of those (it may have
+// fetched it just before it failed). The scheduler skips such URLs. Must
+// be fast.
+type Holder interface {
+	Held(fp uint64) bool
+}
+
+// Lender is the Cluster.Lending delegate. SplitLinks separates the links
+// found on a guest page that this node owns from the others; once the
+// node has made its own durable, ReportLent files, in one durable write,
+// the others for their owners and the outcome for the URL's owner.
+// ReturnLent tells the owners of guests this node will not fetch (its
+// phase ended, its trip stopped) that they may lend or fetch them again
+// at once.
+type Lender interface {
+	SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL)
+	ReportLent(ctx context.Context, out frontier.LentOutcome, foreign []frontier.NewURL) error
+	ReturnLent(ctx context.Context, gs []frontier.Guest) error
+}
+
+// StatusReporter is the Cluster.Status delegate: the cluster part of
+// GET /v1/status at now.
+type StatusReporter interface {
 	ClusterStatus(now time.Time) ClusterStatus
-	Collectors() []prometheus.Collector
 }
 
 // ClusterStatus is the cluster part of GET /v1/status.
@@ -33,13 +157,102 @@ type MemberStatus struct {
 	State    string `json:"state"` // alive, suspect, dead, left
 }
 
+// ClusterHook starts the cluster layer once the node's frontier is open
+// (the layer stores the URLs it receives there) and returns its delegates.
+type ClusterHook func(env ClusterEnv) (Cluster, error)
+
+// ClusterEnv is what the node gives its cluster layer.
+type ClusterEnv struct {
+	// Frontier is the node's open frontier.
+	Frontier *frontier.Frontier
+	// Wake tells the scheduler that URLs arrived in the frontier from
+	// elsewhere (the URL exchange).
+	Wake func()
+	// Redirects remembers the redirect chain lengths of the targets other
+	// nodes found and this node owns (fetch.max_redirects).
+	Redirects interface{ RememberRedirects([]frontier.NewURL) }
+	// Robots is the node's robots.txt cache: the cluster imports into it
+	// the robots.txt the other nodes fetched.
+	Robots *fetch.Robots
+	// Guests takes the URLs other members lend this node (guest.go) and
+	// returns those it cannot take now.
+	Guests interface {
+		AddGuests([]frontier.Guest) []frontier.Guest
+	}
+	// SeedHosts is the node's durable set of seed hosts, its scope when no
+	// allow_hosts or allow_domains is configured; nil otherwise. The
+	// cluster adds the seed hosts of the other members to it.
+	SeedHosts SeedHosts
+}
+
+// SeedHosts is a node's durable set of seed hosts.
+type SeedHosts interface {
+	// SeedHosts returns every host in the set.
+	SeedHosts() []string
+	// AddSeedHosts adds hosts, durably, and returns those that were new.
+	AddSeedHosts(hosts []string) ([]string, error)
+}
+
+// Standalone is the cluster layer of a node alone, the Router, Split and
+// Phases of a Cluster that leaves them nil: every URL is owned here and
+// goes to Frontier, there is nobody to share seed hosts or robots.txt
+// with, and there is one phase, always open. The other delegates of a
+// node alone are off (nil): phases never end, no second copies, nothing
+// held or lent, no members.
+type Standalone struct{ Frontier *frontier.Frontier }
+
+// Route implements Router: it adds urls to the frontier.
+func (s Standalone) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return s.Frontier.Add(ctx, urls)
+}
+
+// ShareSeedHosts implements Router: a node alone has nobody to tell.
+func (Standalone) ShareSeedHosts(context.Context, []string) error { return nil }
+
+// ShareRobots implements Router: a node alone has nobody to tell.
+func (Standalone) ShareRobots(fetch.RobotsRecord) {}
+
+// RouteForeign implements LocalSplitter: every URL is owned here.
+func (Standalone) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	return urls, nil
+}
+
+// Active implements PhaseClock: one phase, always open.
+func (Standalone) Active(time.Time) (int, int, bool) { return 0, 1, true }
+
+// routeAll is the LocalSplitter of a Router given without one: every URL
+// goes through Route, none is recorded with its page.
+type routeAll struct{ r Router }
+
+func (a routeAll) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
+	if len(urls) == 0 {
+		return nil, nil
+	}
+	_, err := a.r.Route(ctx, urls)
+	return nil, err
+}
+
+// takeCluster sets the node's delegates from c, each nil one to its
+// default (Cluster). The frontier must be open.
+func (n *Node) takeCluster(c Cluster) {
+	n.router, n.split = c.Router, c.Split
+	if n.router == nil {
+		n.router = Standalone{n.front}
+		if n.split == nil {
+			n.split = Standalone{n.front}
+		}
+	} else if n.split == nil {
+		n.split = routeAll{n.router}
+	}
+	n.repl, n.holder, n.lender = c.Replicas, c.Holds, c.Lending
+	n.status, n.clusterSeries = c.Status, c.Collectors
+}
+
 // registerClusterMetrics registers the cluster layer's series.
 func (n *Node) registerClusterMetrics() error {
-	if cr, ok := n.cluster.(ClusterReporter); ok {
-		for _, c := range cr.Collectors() {
-			if err := n.m.Registry.Register(c); err != nil {
-				return err
-			}
+	for _, c := range n.clusterSeries {
+		if err := n.m.Registry.Register(c); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -48,11 +261,10 @@ func (n *Node) registerClusterMetrics() error {
 // clusterStatus fills the cluster fields of st.
 func (n *Node) clusterStatus(st *Status) {
 	st.Members, st.Outbox = []MemberStatus{}, map[string]int{}
-	cr, ok := n.cluster.(ClusterReporter)
-	if !ok {
+	if n.status == nil {
 		return
 	}
-	cs := cr.ClusterStatus(time.Now())
+	cs := n.status.ClusterStatus(time.Now())
 	if cs.Members != nil {
 		st.Members = cs.Members
 	}

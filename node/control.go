@@ -157,17 +157,7 @@ func (g gatedClock) Active(now time.Time) (int, int, bool) {
 	return phase, nphase, open && g.c.open(now)
 }
 
-// gatedDeadlineClock is a gatedClock whose inner clock's phases end.
-type gatedDeadlineClock struct {
-	gatedClock
-	PhaseDeadline
-}
-
-// gate wraps p with the control's gate, keeping its PhaseDeadline.
+// gate wraps p with the control's gate.
 func (c *control) gate(p PhaseClock) PhaseClock {
-	g := gatedClock{PhaseClock: p, c: c}
-	if pd, ok := p.(PhaseDeadline); ok {
-		return gatedDeadlineClock{gatedClock: g, PhaseDeadline: pd}
-	}
-	return g
+	return gatedClock{PhaseClock: p, c: c}
 }

@@ -9,23 +9,11 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 )
 
-// endingClock is a PhaseClock whose phases end.
-type endingClock struct{ SinglePhase }
-
-func (endingClock) Deadline(now time.Time) time.Time { return now.Add(time.Minute) }
-func (endingClock) Handover(now time.Time) time.Time { return now }
-
 func TestGate(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
 	n := &Node{cfg: config.Config{MaxPages: 10, MaxDuration: time.Hour}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), started: start}
 	c := newControl(n)
-	if _, ok := c.gate(SinglePhase{}).(PhaseDeadline); ok {
-		t.Fatal("a clock without deadlines gained one")
-	}
-	g := c.gate(endingClock{})
-	if _, ok := g.(PhaseDeadline); !ok {
-		t.Fatal("the gate hides the clock's PhaseDeadline")
-	}
+	g := c.gate(Standalone{})
 	open := func(at time.Time) bool { _, _, o := g.Active(at); return o }
 	if !open(start) {
 		t.Fatal("closed at start")

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"sync"
 	"time"
 
@@ -9,45 +8,6 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
-
-// Guest is a URL another member (its owner) lent this node for the phase
-// this node works on now: the owner keeps the URL's record, this node
-// fetches it within its trips to the host and reports the outcome
-// (LentOutcome) back to the owner, which settles the record. Guests are
-// kept in memory only: one that is not fetched by Until is dropped, and
-// the owner lends it again or fetches it itself.
-type Guest struct {
-	frontier.NewURL
-	Tries int
-	// Lender is the member that lent it (its owner when it lent it), which
-	// keeps the record: the outcome goes back to it.
-	Lender string
-	// Epoch is the epoch the URL was lent for; Until the local time at
-	// which this node's phase in that epoch ends.
-	Epoch int64
-	Until time.Time
-}
-
-// LentOutcome is the result of a guest's fetch, for its owner.
-type LentOutcome struct {
-	URL    string
-	Depth  int
-	Lender string
-	frontier.Result
-}
-
-// Lender is an optional Router extension (the cluster). ReturnLent tells
-// the owners of guests this node will not fetch (its phase ended, its
-// trip stopped) that they may lend or fetch them again at once.
-// SplitLinks separates the links found on a guest page that this node
-// owns from the others; once the node has made its own durable,
-// ReportLent files, in one durable write, the others for their owners and
-// the outcome for the URL's owner.
-type Lender interface {
-	SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL)
-	ReportLent(ctx context.Context, out LentOutcome, foreign []frontier.NewURL) error
-	ReturnLent(ctx context.Context, gs []Guest) error
-}
 
 // Limits of the guest pool.
 const (
@@ -65,21 +25,21 @@ const (
 // scheduler places them in the bucket.
 type guestPool struct {
 	mu      sync.Mutex
-	hosts   map[string][]Guest
-	queued  map[uint64]Guest     // guests waiting here or placed in the bucket, by fingerprint
-	fetched map[uint64]time.Time // fingerprints fetched (reported) here, and when
+	hosts   map[string][]frontier.Guest
+	queued  map[uint64]frontier.Guest // guests waiting here or placed in the bucket, by fingerprint
+	fetched map[uint64]time.Time      // fingerprints fetched (reported) here, and when
 	n       int
 }
 
 func newGuestPool() *guestPool {
-	return &guestPool{hosts: map[string][]Guest{}, queued: map[uint64]Guest{}, fetched: map[uint64]time.Time{}}
+	return &guestPool{hosts: map[string][]frontier.Guest{}, queued: map[uint64]frontier.Guest{}, fetched: map[uint64]time.Time{}}
 }
 
 // AddGuests takes the URLs lent to this node (the cluster calls it) and
 // returns those it cannot take now (not running, or the pool is full),
 // for their owners to have back at once. It drops the ones it holds or
 // fetched already, and wakes the scheduler.
-func (n *Node) AddGuests(gs []Guest) (refused []Guest) {
+func (n *Node) AddGuests(gs []frontier.Guest) (refused []frontier.Guest) {
 	if len(gs) == 0 {
 		return nil
 	}
@@ -126,13 +86,13 @@ func (n *Node) AddGuests(gs []Guest) (refused []Guest) {
 
 // take removes and returns, by host, the guests of the hosts in phase of
 // nphase still valid at now; expired ones are dropped.
-func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]Guest {
+func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]frontier.Guest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n == 0 {
 		return nil
 	}
-	var out map[string][]Guest
+	var out map[string][]frontier.Guest
 	for h, gs := range p.hosts {
 		if nphase > 1 && frontier.PhaseOf(frontier.HostHash(h), nphase) != phase {
 			continue
@@ -149,7 +109,7 @@ func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]Guest {
 		delete(p.hosts, h)
 		if len(keep) > 0 {
 			if out == nil {
-				out = map[string][]Guest{}
+				out = map[string][]frontier.Guest{}
 			}
 			out[h] = keep
 			p.n += len(keep)
@@ -166,7 +126,7 @@ func (p *guestPool) lender(fp uint64) string {
 }
 
 // putBack returns guests the bucket refused to the pool.
-func (p *guestPool) putBack(host string, gs []Guest) {
+func (p *guestPool) putBack(host string, gs []frontier.Guest) {
 	if len(gs) == 0 {
 		return
 	}
@@ -184,13 +144,13 @@ func (p *guestPool) placed(k int) {
 
 // release forgets guests that left the bucket unfetched (a phase swap, the
 // end of a trip) and returns them, for their owners to lend or fetch again.
-func (p *guestPool) release(fps []uint64) []Guest {
+func (p *guestPool) release(fps []uint64) []frontier.Guest {
 	if len(fps) == 0 {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var gs []Guest
+	var gs []frontier.Guest
 	for _, fp := range fps {
 		if g, ok := p.queued[fp]; ok {
 			gs = append(gs, g)
@@ -201,10 +161,10 @@ func (p *guestPool) release(fps []uint64) []Guest {
 }
 
 // clear drops every waiting guest (the phase changed) and returns them.
-func (p *guestPool) clear() []Guest {
+func (p *guestPool) clear() []frontier.Guest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var gs []Guest
+	var gs []frontier.Guest
 	for h, hs := range p.hosts {
 		for _, g := range hs {
 			fp := frontier.Fingerprint(g.URL)
@@ -220,7 +180,7 @@ func (p *guestPool) clear() []Guest {
 }
 
 // giveBack returns guests this node will not fetch to their owners.
-func (n *Node) giveBack(gs []Guest) {
+func (n *Node) giveBack(gs []frontier.Guest) {
 	if len(gs) == 0 || n.lender == nil {
 		return
 	}
@@ -290,7 +250,7 @@ func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 // frontier write is under way (p, nil when there are none).
 type pendingGuest struct {
 	p       *frontier.Pending
-	out     LentOutcome
+	out     frontier.LentOutcome
 	foreign []frontier.NewURL
 	entry   archive.LogEntry
 }
@@ -311,7 +271,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	}
 	res.Delay = t.delay
 	local, foreign := n.lender.SplitLinks(found)
-	g := &pendingGuest{out: LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
+	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
 	if len(local) > 0 {
 		g.p = n.front.SettleAsync(n.persistCtx, local, nil, nil)
 	}

@@ -5,7 +5,9 @@
 // the HTTP API.
 //
 // Data flows one way: config -> node -> (frontier <-> bucket) -> fetch ->
-// Router (the local frontier, or in a cluster the owner's frontier).
+// Router (the local frontier, or in a cluster the owner's frontier). The
+// node takes its cluster layer as one Cluster of named delegates
+// (cluster.go); launch.New wires the two.
 package node
 
 import (
@@ -35,163 +37,20 @@ import (
 // crawlLogName is the crawl log's file name in the data directory.
 const crawlLogName = "crawl.log"
 
-// Router sends discovered URLs to the node that owns them. The single-node
-// router adds them to the local frontier; the cluster's router forwards the
-// URLs other nodes own. Route returns how many URLs were new to this node's
-// frontier and must not return before they are durable.
-type Router interface {
-	Route(ctx context.Context, urls []frontier.NewURL) (added int, err error)
-	// ShareSeedHosts makes hosts, seed hosts new to this node, part of
-	// every node's scope before the seeds on them are routed (the scope
-	// when no allow_hosts or allow_domains is set). It must not return
-	// before they are durable; the local router has nobody to tell.
-	ShareSeedHosts(ctx context.Context, hosts []string) error
-	// ShareRobots hands a robots.txt this node fetched to the other nodes
-	// (best effort: one that misses it fetches its own copy).
-	ShareRobots(rec fetch.RobotsRecord)
-}
-
-// PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
-type PhaseClock interface {
-	// Active returns the phase this node works on at now and the number of
-	// phases; open is false in the guard interval before a swap, when no new
-	// request may start.
-	Active(now time.Time) (phase, nphase int, open bool)
-}
-
-// PhaseDeadline is optionally implemented by a PhaseClock whose phases end:
-// Deadline returns the local time by which a request started at now must be
-// finished so that it does not outlive its phase. Workers bound every
-// request (robots.txt included) with it.
-type PhaseDeadline interface {
-	Deadline(now time.Time) time.Time
-	// Handover returns the latest local time at which another member may
-	// have started a request to a host of the phase this node works on at
-	// now (the previous owner's guard start, clock uncertainty included).
-	// The first request of a host trip waits until Handover plus the host's
-	// delay, so a delay or Crawl-delay longer than the guard is kept across
-	// a swap too.
-	Handover(now time.Time) time.Time
-}
-
-// ClusterHook builds the cluster layer once the node's frontier is open: the
-// Router that sends URLs to their owners, the PhaseClock of the cluster's
-// phase rotation, and a Closer the node calls after its workers stopped and
-// before it closes the frontier. The node re-keys the frontier whenever the
-// PhaseClock's phase count changes.
-type ClusterHook func(env ClusterEnv) (Router, PhaseClock, io.Closer, error)
-
-// ClusterEnv is what the node gives its cluster layer.
-type ClusterEnv struct {
-	// Frontier is the node's open frontier.
-	Frontier *frontier.Frontier
-	// Wake tells the scheduler that URLs arrived in the frontier from
-	// elsewhere (the URL exchange).
-	Wake func()
-	// Redirects remembers the redirect chain lengths of the targets other
-	// nodes found and this node owns (fetch.max_redirects).
-	Redirects interface{ RememberRedirects([]frontier.NewURL) }
-	// Robots is the node's robots.txt cache: the cluster imports into it
-	// the robots.txt the other nodes fetched.
-	Robots *fetch.Robots
-	// Guests takes the URLs other members lend this node (guest.go).
-	Guests interface{ AddGuests([]Guest) []Guest }
-	// SeedHosts is the node's durable set of seed hosts, its scope when no
-	// allow_hosts or allow_domains is configured; nil otherwise. The
-	// cluster adds the seed hosts of the other members to it.
-	SeedHosts SeedHosts
-}
-
-// SeedHosts is a node's durable set of seed hosts.
-type SeedHosts interface {
-	// SeedHosts returns every host in the set.
-	SeedHosts() []string
-	// AddSeedHosts adds hosts, durably, and returns those that were new.
-	AddSeedHosts(hosts []string) ([]string, error)
-}
-
-// SinglePhase is the PhaseClock of a node alone: one phase, always open.
-type SinglePhase struct{}
-
-// Active implements PhaseClock.
-func (SinglePhase) Active(time.Time) (int, int, bool) { return 0, 1, true }
-
-// localRouter adds every URL to the local frontier.
-type localRouter struct{ f *frontier.Frontier }
-
-func (r localRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
-	return r.f.Add(ctx, urls)
-}
-
-// ShareSeedHosts implements Router: a node alone has nobody to tell.
-func (localRouter) ShareSeedHosts(context.Context, []string) error { return nil }
-
-// ShareRobots implements Router: a node alone has nobody to tell.
-func (localRouter) ShareRobots(fetch.RobotsRecord) {}
-
-// RouteForeign implements LocalSplitter: every URL is owned here.
-func (r localRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
-	return urls, nil
-}
-
-// LocalSplitter is an optional Router extension: RouteForeign durably hands
-// the URLs owned by other nodes to their owners (outbox) and returns those
-// owned here, which the worker then records in the same frontier write as
-// the page they were found on (frontier.Settle).
-type LocalSplitter interface {
-	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
-}
-
-// Holder is an optional Router extension (the cluster): Held reports
-// whether a URL in this node's frontier must not be fetched here now:
-// another member owns it (a rebalance is moving it there), or the member
-// that owns it counting the members declared dead a short while ago is one
-// of those (it may have fetched it just before it failed). The scheduler
-// skips such URLs. Must be fast.
-type Holder interface {
-	Held(fp uint64) bool
-}
-
-// Replicator is an optional Router extension (the cluster): Replicate
-// durably sends the URLs of pages this node completed to the node that
-// keeps their second copy, so that they are not crawled again should this
-// node fail.
-type Replicator interface {
-	Replicate(ctx context.Context, done []frontier.NewURL) error
-}
-
-// splitterOf returns r as a LocalSplitter; a Router without RouteForeign
-// gets every URL through Route, none recorded with the page.
-func splitterOf(r Router) LocalSplitter {
-	if sp, ok := r.(LocalSplitter); ok {
-		return sp
-	}
-	return routeAll{r}
-}
-
-// routeAll is the LocalSplitter of a plain Router.
-type routeAll struct{ r Router }
-
-func (a routeAll) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
-	if len(urls) == 0 {
-		return nil, nil
-	}
-	_, err := a.r.Route(ctx, urls)
-	return nil, err
-}
-
-// Options are the parts of a node that tests and the cluster replace.
+// Options are the parts of a node that launch.New and the tests set.
 type Options struct {
 	Logger *slog.Logger
-	// Router defaults to the local frontier.
-	Router Router
-	// Phases defaults to SinglePhase.
-	Phases PhaseClock
 	// Listener, if set, serves the API instead of listening on cfg.HTTP.
 	Listener net.Listener
-	// Cluster, if set, is called right after the frontier opens; its Router
-	// and PhaseClock replace Router and Phases.
-	Cluster ClusterHook
+	// Cluster is the node's cluster layer, one delegate per capability
+	// (see Cluster for each one's default). The zero value is a node
+	// alone (Standalone).
+	Cluster Cluster
+	// StartCluster, if set, is called right after the frontier opens to
+	// start the cluster layer on it; the Cluster it returns replaces
+	// Cluster. launch.New sets it when the configuration has a cluster
+	// section.
+	StartCluster ClusterHook
 }
 
 // Node is one running crawler.
@@ -211,20 +70,24 @@ type Node struct {
 	crashWARC []string
 	clog      *archive.CrawlLog
 	m         *Metrics
-	router    Router
-	split     LocalSplitter // router's view for workers (splitterOf)
-	repl      Replicator    // nil: the router keeps no second copies
-	holder    Holder        // nil: no URL waits for an absent owner
-	lender    Lender        // nil: no URL is lent to this node
-	guests    *guestPool    // URLs other members lent this node (guest.go)
-	phases    PhaseClock
-	lat       *latencies // per-host response times, for the phase deadline (worker.go)
-	bw        *bandwidth.Budget
-	bwOn      bool       // sites are paced or have deadlines (bandwidth.go)
-	backoff   *backoffs  // per-host server back-off (backoff.go)
-	times     *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
-	cluster   io.Closer  // the cluster layer, closed before the frontier
-	ln        net.Listener
+	// The cluster layer's delegates (Cluster, cluster.go).
+	router        Router
+	split         LocalSplitter
+	repl          Replicator    // nil: no second copies
+	holder        Holder        // nil: no URL waits for an absent owner
+	lender        Lender        // nil: no URL is lent to this node
+	deadlines     PhaseDeadline // nil: phases never end
+	status        StatusReporter
+	clusterSeries []prometheus.Collector
+	closer        io.Closer  // closed before the frontier
+	guests        *guestPool // URLs other members lent this node (guest.go)
+	phases        PhaseClock
+	lat           *latencies // per-host response times, for the phase deadline (worker.go)
+	bw            *bandwidth.Budget
+	bwOn          bool       // sites are paced or have deadlines (bandwidth.go)
+	backoff       *backoffs  // per-host server back-off (backoff.go)
+	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
+	ln            net.Listener
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
 	hard      *hardening      // API token, redirect chain lengths (hardening.go)
@@ -283,7 +146,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n := &Node{
 		cfg:      cfg,
 		log:      log.With("node", cfg.Name),
-		phases:   opts.Phases,
+		phases:   opts.Cluster.Phases,
 		lat:      newLatencies(),
 		times:    newHostTimes(),
 		guests:   newGuestPool(),
@@ -298,8 +161,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.deadJobs = make(chan bucket.Batch)
 	}
 	if n.phases == nil {
-		n.phases = SinglePhase{}
+		n.phases = Standalone{}
 	}
+	n.deadlines, n.closer = opts.Cluster.Deadlines, opts.Cluster.Closer
 	_, nphase, _ := n.phases.Active(time.Now())
 	n.snap.Store(&schedSnapshot{nphase: nphase})
 	ok := false
@@ -309,7 +173,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}()
 	fo := frontier.DefaultOptions(filepath.Join(cfg.Data, "frontier.db"))
-	if opts.Cluster != nil {
+	if opts.StartCluster != nil {
 		// The cluster's PhaseClock is built after the frontier opens; start
 		// from the configured count, the scheduler re-keys when it differs.
 		nphase = max(cfg.Cluster.Phases, 1)
@@ -337,21 +201,18 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
-	if opts.Cluster != nil {
+	cl := opts.Cluster
+	if opts.StartCluster != nil {
 		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n, Guests: n}
 		if n.seedHosts != nil {
 			env.SeedHosts = n.seedHosts
 		}
-		router, phases, closer, err := opts.Cluster(env)
-		if err != nil {
+		if cl, err = opts.StartCluster(env); err != nil {
 			return nil, fmt.Errorf("node: cluster: %w", err)
 		}
-		n.cluster = closer
-		if router != nil {
-			opts.Router = router
-		}
-		if phases != nil {
-			n.phases = phases
+		n.deadlines, n.closer = cl.Deadlines, cl.Closer
+		if cl.Phases != nil {
+			n.phases = cl.Phases
 		}
 	}
 	n.ctl = newControl(n)
@@ -438,14 +299,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.clog.SetBeforeFlush(n.flushWARC)
 	}
 	n.front.SetBeforeCommit(n.flushOutputs)
-	n.router = opts.Router
-	if n.router == nil {
-		n.router = localRouter{n.front}
-	}
-	n.split = splitterOf(n.router)
-	n.repl, _ = n.router.(Replicator)
-	n.holder, _ = n.router.(Holder)
-	n.lender, _ = n.router.(Lender)
+	n.takeCluster(cl)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
@@ -670,8 +524,8 @@ func (n *Node) closeResources() {
 		if n.client != nil {
 			n.client.Close()
 		}
-		if n.cluster != nil {
-			if err := n.cluster.Close(); err != nil {
+		if n.closer != nil {
+			if err := n.closer.Close(); err != nil {
 				n.log.Error("close cluster", "error", err)
 			}
 		}

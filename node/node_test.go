@@ -267,7 +267,7 @@ func TestAPIListenError(t *testing.T) {
 	}
 }
 
-// recordRouter is a Router without RouteForeign: it records what it is given.
+// recordRouter is a Router: it records what it is given.
 type recordRouter struct{ got []frontier.NewURL }
 
 func (r *recordRouter) ShareSeedHosts(context.Context, []string) error { return nil }
@@ -279,20 +279,32 @@ func (r *recordRouter) Route(_ context.Context, urls []frontier.NewURL) (int, er
 	return len(urls), nil
 }
 
-// TestSplitterOf: a LocalSplitter router is used as it is; a plain Router
-// receives every URL through Route and none is kept for the local write.
-func TestSplitterOf(t *testing.T) {
+// TestTakeCluster: a node alone (no Router) keeps every URL for the local
+// write; a Router given without Split receives every URL through Route
+// and none is kept for the local write; a Split given is used as it is.
+func TestTakeCluster(t *testing.T) {
 	urls := []frontier.NewURL{{URL: "http://a.test/1", Host: "a.test"}, {URL: "http://b.test/2", Host: "b.test"}}
-	local, err := splitterOf(localRouter{}).RouteForeign(context.Background(), urls)
-	if err != nil || len(local) != 2 {
-		t.Fatalf("localRouter: local %v, err %v; want both URLs local", local, err)
-	}
-	rr := &recordRouter{}
-	local, err = splitterOf(rr).RouteForeign(context.Background(), urls)
-	if err != nil || len(local) != 0 || len(rr.got) != 2 {
-		t.Fatalf("plain router: local %v, routed %v, err %v; want none local, both routed", local, rr.got, err)
-	}
-	if local, err = splitterOf(rr).RouteForeign(context.Background(), nil); err != nil || local != nil || len(rr.got) != 2 {
-		t.Fatalf("plain router, no URLs: local %v, routed %d, err %v; want nothing routed", local, len(rr.got), err)
+	for _, tc := range []struct {
+		name      string
+		c         func(*recordRouter) Cluster
+		wantLocal int
+		wantRoute int
+	}{
+		{"alone", func(*recordRouter) Cluster { return Cluster{} }, 2, 0},
+		{"router only", func(r *recordRouter) Cluster { return Cluster{Router: r} }, 0, 2},
+		{"router and split", func(r *recordRouter) Cluster { return Cluster{Router: r, Split: Standalone{}} }, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr := &recordRouter{}
+			n := &Node{}
+			n.takeCluster(tc.c(rr))
+			local, err := n.split.RouteForeign(context.Background(), urls)
+			if err != nil || len(local) != tc.wantLocal || len(rr.got) != tc.wantRoute {
+				t.Fatalf("local %v, routed %v, err %v; want %d local, %d routed", local, rr.got, err, tc.wantLocal, tc.wantRoute)
+			}
+			if local, err = n.split.RouteForeign(context.Background(), nil); err != nil || len(local) != 0 || len(rr.got) != tc.wantRoute {
+				t.Fatalf("no URLs: local %v, routed %d, err %v; want nothing routed", local, len(rr.got), err)
+			}
+		})
 	}
 }

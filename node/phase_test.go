@@ -40,7 +40,7 @@ func TestHandoverPacesFirstRequest(t *testing.T) {
 	c := testConfig(t, srv)
 	c.Delay = 200 * time.Millisecond
 	handover := time.Now().Add(300 * time.Millisecond)
-	n, stop := startWith(t, c, Options{Phases: handoverClock{at: handover}})
+	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: handoverClock{at: handover}, Deadlines: handoverClock{at: handover}}})
 	defer stop()
 	waitFor(t, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
 	mu.Lock()
@@ -86,7 +86,7 @@ func TestSlowHostStopsBeforeDeadline(t *testing.T) {
 	// and the requests' overhead may take up to 1 × slow (a loaded
 	// machine): / still starts early enough.
 	dl := time.Now().Add(4 * slow)
-	n, stop := startWith(t, c, Options{Phases: deadlineClock{deadline: dl}})
+	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: deadlineClock{deadline: dl}, Deadlines: deadlineClock{deadline: dl}}})
 	defer stop()
 	waitFor(t, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
 	time.Sleep(time.Until(dl.Add(200 * time.Millisecond)))

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestTailCrawlLog(t *testing.T) {
@@ -114,14 +112,12 @@ func TestStatusPageAPI(t *testing.T) {
 	}
 }
 
-// fakeCluster is a cluster layer that reports a fixed member list.
-type fakeCluster struct{ members []MemberStatus }
+// fakeStatus is a cluster layer's status with a fixed member list.
+type fakeStatus struct{ members []MemberStatus }
 
-func (f fakeCluster) Close() error { return nil }
-func (f fakeCluster) ClusterStatus(time.Time) ClusterStatus {
+func (f fakeStatus) ClusterStatus(time.Time) ClusterStatus {
 	return ClusterStatus{Members: f.members, Phase: PhaseStatus{NPhase: 3, Current: 0}}
 }
-func (f fakeCluster) Collectors() []prometheus.Collector { return nil }
 
 // TestMembersView: GET /v1/members asks each alive member for its status
 // (its phase), lists the dead ones as they are, and says why a member
@@ -151,8 +147,8 @@ func TestMembersView(t *testing.T) {
 		{Name: "c", API: "127.0.0.1:1", State: "dead"},
 		{Name: "d", API: downAddr, State: "alive"},
 	}
-	n, stop := startWith(t, cfg, Options{Cluster: func(ClusterEnv) (Router, PhaseClock, io.Closer, error) {
-		return nil, nil, fakeCluster{members}, nil
+	n, stop := startWith(t, cfg, Options{StartCluster: func(ClusterEnv) (Cluster, error) {
+		return Cluster{Status: fakeStatus{members}}, nil
 	}})
 	defer stop()
 	resp, err := http.Get("http://" + n.Addr().String() + "/v1/members")

@@ -7,11 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -101,28 +99,14 @@ func chainSite(t *testing.T, pages int) (srv *httptest.Server, hits func() map[s
 	}
 }
 
-// holdRouter is a local Router whose Holder holds some fingerprints, like
-// the cluster's for the URLs of a member away.
-type holdRouter struct {
-	n    atomic.Pointer[Node]
+// holder holds some fingerprints, like the cluster's Holds for the URLs
+// of a member away.
+type holder struct {
 	mu   sync.Mutex
 	held map[uint64]bool
 }
 
-func (r *holdRouter) Route(ctx context.Context, urls []frontier.NewURL) (int, error) {
-	return r.n.Load().Frontier().Add(ctx, urls)
-}
-
-// RouteForeign implements LocalSplitter: every URL is owned here.
-func (r *holdRouter) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
-	return urls, nil
-}
-
-func (r *holdRouter) ShareSeedHosts(context.Context, []string) error { return nil }
-
-func (r *holdRouter) ShareRobots(fetch.RobotsRecord) {}
-
-func (r *holdRouter) Held(fp uint64) bool {
+func (r *holder) Held(fp uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.held[fp]
@@ -135,12 +119,11 @@ func TestTripTakesNoHeldURL(t *testing.T) {
 	const pages = 3
 	srv, hits := chainSite(t, pages)
 	p1 := srv.URL + "/p1"
-	r := &holdRouter{held: map[uint64]bool{frontier.Fingerprint(p1): true}}
+	r := &holder{held: map[uint64]bool{frontier.Fingerprint(p1): true}}
 	c := testConfig(t, srv)
-	c.Seeds = nil // the router needs the node: seeded once it has it
-	n, stop := startWith(t, c, Options{Router: r})
+	c.Seeds = nil
+	n, stop := startWith(t, c, Options{Cluster: Cluster{Holds: r}})
 	defer stop()
-	r.n.Store(n)
 	if _, err := n.AddSeeds(context.Background(), []string{srv.URL + "/p0"}); err != nil {
 		t.Fatal(err)
 	}

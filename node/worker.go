@@ -82,7 +82,7 @@ func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay,
 		items: b.Items, listCap: n.cfg.Bucket.ListCap, inactive: inactive}
 	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
-	pd, _ := n.phases.(PhaseDeadline)
+	pd := n.deadlines
 	if pd != nil {
 		t.pd, t.expect = pd, n.lat.expect(b.Host)
 		t.last = pd.Handover(time.Now()) // pace the first request after the previous owner's last

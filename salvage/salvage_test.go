@@ -225,7 +225,7 @@ func liveMember(t *testing.T) (*cluster.Exchange, *frontier.Frontier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := cluster.NewExchange(cluster.ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: f,
+	x, err := cluster.NewExchange(cluster.ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: cluster.StoreReceiver(f),
 		OwnerOf: func(frontier.NewURL) string { return "live" }, AddrOf: func(string) (string, bool) { return "", false }, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	gowarc "github.com/nlnwa/gowarc/v3"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -48,7 +49,7 @@ func quietLogger() *slog.Logger {
 // runNode starts a node and returns a function that stops it and waits.
 func runNode(t *testing.T, cfg config.Config) (*node.Node, func()) {
 	t.Helper()
-	n, err := node.New(cfg, node.Options{Logger: quietLogger()})
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: quietLogger()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
@@ -496,7 +497,7 @@ func TestHostileWeb(t *testing.T) {
 	cfg := nodeConfig(t, hs.Listener.Addr().String(), silent.Addr(), closedPort(t), seeds)
 
 	stopHeap := harness.PeakHeap(25 * time.Millisecond)
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -49,7 +50,7 @@ func crawl(tb testing.TB, wc synthweb.Config, load func(ctx context.Context, bas
 	defer srv.Close()
 	cfg := srv.NodeConfig("load", tb.TempDir(), crawlDelay)
 	exp := web.Expected(srv.Scope(cfg.UserAgent))
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
@@ -67,7 +68,7 @@ func TestSeedsMillion(t *testing.T) {
 	c.Data = t.TempDir()
 	c.HTTP = "127.0.0.1:0"
 	router := &countRouter{}
-	n, err := node.New(c, node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Router: router})
+	n, err := launch.New(c, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: node.Cluster{Router: router}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
@@ -64,7 +65,7 @@ func runNode(t *testing.T, cfg config.Config, logs io.Writer) (*node.Node, func(
 	if logs == nil {
 		logs = io.Discard
 	}
-	n, err := node.New(cfg, node.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}
