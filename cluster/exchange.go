@@ -25,6 +25,7 @@ type Inserter interface {
 // DoneInserter is implemented by an Inserter that can also store COMPLETED
 // records moved by a rebalance (KindDone), so that they are not crawled again.
 // Without it, batches with such records are refused (and retried by the sender).
+// Records implements it.
 type DoneInserter interface {
 	AddDone(ctx context.Context, urls []frontier.NewURL) (int, error)
 }
