@@ -14,12 +14,12 @@ import (
 )
 
 // Group commit. Every write (Add, MarkInProgress, Finish, Requeue,
-// ReleaseStalled, SetPhases, Settle, Update, ...) becomes an op sent to the single writer
-// goroutine. The writer takes the first op, keeps gathering until the batch
-// holds BatchSize items or BatchDelay has passed, applies all ops in arrival
-// order inside ONE db.Update, and only then answers every caller: a call
-// returns after its changes are durable. db.Batch is not used because it may
-// run its function twice. One writer also means the read-modify-write of
+// ReleaseStalled, SetPhases, Settle, Update...) becomes an op sent to the
+// single writer goroutine. The writer takes the first op, keeps gathering
+// until the batch holds BatchSize items or BatchDelay has passed, applies
+// all ops in arrival order inside ONE db.Update, and only then answers
+// every caller: a call returns after its changes are durable. db.Batch is
+// not used because it may run its function twice. One writer also means the read-modify-write of
 // records, host stats and counters never races, and counters can be
 // published after the commit succeeded.
 
@@ -44,7 +44,7 @@ type op struct {
 	refs    []keyRef
 	results []Result
 	now     time.Time
-	n       int // limit (release) or nphase (set phases)
+	n       int // limit (release), nphase (set phases) or Write.Items (update)
 	reply   chan opReply
 
 	fn   func(*txState) (int, error) // opFunc: the write
