@@ -47,7 +47,9 @@ type Take struct {
 // (see Pending; Wait for a synchronous call: n is how many URLs were new).
 // The writer applies writes in submission order, so a later write never
 // overtakes it. A result in a state other than Completed or Stalled, or
-// without a host, is an error and nothing is written.
+// without a host, is an error and nothing is written. ctx bounds the
+// submission; a write whose ctx has ended before the writer applies it is
+// dropped and answered with ctx's error.
 func (f *Frontier) Settle(ctx context.Context, req SettleRequest) *Pending {
 	if ctx == nil {
 		ctx = context.Background()
@@ -87,18 +89,18 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 		}
 		n, err := st.add(adds, tk)
 		if err != nil {
-			return 0, fmt.Errorf("settle: add: %w", err)
+			return 0, fmt.Errorf("add: %w", err)
 		}
 		if tk != nil && tk.claim {
 			if err := st.claimQueued(tk); err != nil {
-				return 0, fmt.Errorf("settle: claim queued URLs of %s: %w", tk.host, err)
+				return 0, fmt.Errorf("claim queued URLs of %s: %w", tk.host, err)
 			}
 		}
 		if _, err := st.finish(rs); err != nil {
-			return 0, fmt.Errorf("settle: finish: %w", err)
+			return 0, fmt.Errorf("finish: %w", err)
 		}
 		if _, err := st.requeue(krs); err != nil {
-			return 0, fmt.Errorf("settle: requeue: %w", err)
+			return 0, fmt.Errorf("requeue: %w", err)
 		}
 		return n, nil
 	}}, nil
