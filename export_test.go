@@ -40,7 +40,7 @@ func exportData(t *testing.T) (string, *frontier.Frontier) {
 		{FP: ref("b").FP, Host: "x.test", State: frontier.Completed, Status: 404, Reason: "http_4xx"},
 		{FP: ref("c").FP, Host: "x.test", State: frontier.Stalled, Reason: "timeout", RetryAt: time.Now().Add(time.Hour)},
 	}
-	if _, err := f.Settle(ctx, nil, res, nil); err != nil {
+	if _, err := f.Settle(ctx, frontier.SettleRequest{Results: res}).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	return data, f

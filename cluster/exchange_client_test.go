@@ -25,7 +25,7 @@ func TestExchangeClientSend(t *testing.T) {
 	defer f.Close()
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	defer ob.Close()
-	x, err := NewExchange(ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(f),
+	x, err := NewExchange(ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(Records{Frontier: f}),
 		OwnerOf: allTo("live"), AddrOf: (&addrBook{}).get, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)

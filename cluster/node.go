@@ -185,7 +185,7 @@ func ScopeDigestOf(s config.Scope) string {
 type Cluster struct {
 	cfg     NodeConfig
 	log     *slog.Logger
-	front   *frontier.Frontier
+	front   Records
 	outbox  *Outbox
 	x       *Exchange
 	members *Members
@@ -436,7 +436,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.ReconnectInterval <= 0 {
 		cfg.ReconnectInterval = 10 * time.Second
 	}
-	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: f, started: time.Now(), rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
+	c := &Cluster{cfg: cfg, log: logger.With("component", "cluster"), front: Records{Frontier: f}, started: time.Now(), rebKick: make(chan struct{}, 1), viewKick: make(chan struct{}, 1), lendKick: make(chan struct{}, 1),
 		updKick: make(chan struct{}, 1), q: newQuorum(cfg.Name, cfg.FenceAfter)}
 	if cfg.Lend {
 		// Before the exchange and the rebalance start: both read them.

@@ -45,6 +45,16 @@
 // Per-state counters live in the meta bucket and are updated in the same
 // transactions, so Counts is an atomic load that always matches the file.
 //
+// A host trip records its outcome in one write, Settle (SettleRequest: the
+// URLs it found, its results, what it did not get to, and optionally the
+// URLs of its host it takes for the same trip), which returns a Pending
+// without waiting; Wait makes it a synchronous call. The Frontier's methods
+// are what one node needs. Writes another package defines (the cluster's:
+// rebalance moves, replicas, lent outcomes, in cluster.Records) are given
+// to Update as a Write, applied by the same writer in the same group
+// commits, through Tx: record-level steps that keep the indexes and
+// counters consistent (tx.go).
+//
 // # bbolt settings
 //
 // The file lock is waited for at most 1s, so a second process gets a clear

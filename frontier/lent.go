@@ -2,56 +2,11 @@ package frontier
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 )
-
-// SettleLent records the results of URLs of this frontier that another
-// node fetched on its behalf (the cluster lends a waiting URL to the member
-// that works on its host's phase now, and keeps the record here): an
-// IN_LIST record takes the result as if it had been fetched here (IN_LIST
-// -> COMPLETED, or STALLED for a retry, Tries counted, host statistics
-// updated); an IN_PROGRESS one (being fetched here as well) takes it too,
-// and its own result is then ignored as stale. Records in any other state,
-// records a rebalance claimed (being moved to another node) and unknown
-// fingerprints are left alone. It returns, for each result,
-// whether it was recorded.
-func (f *Frontier) SettleLent(ctx context.Context, rs []Result) ([]bool, error) {
-	if len(rs) == 0 {
-		return nil, nil
-	}
-	if err := checkResults("settle lent", rs); err != nil {
-		return nil, err
-	}
-	var done []bool
-	_, err := f.submit(ctx, &op{kind: opFunc, results: rs, fn: func(st *txState) (int, error) {
-		done = make([]bool, len(rs)) // this run's answer (a failed commit runs it again)
-		n := 0
-		for i, r := range rs {
-			key := keyRef{HostKey(r.Host), r.FP}
-			if st.claimed(key) {
-				continue // being moved to another node: the result goes there
-			}
-			if _, err := st.mark([]keyRef{key}); err != nil {
-				return 0, fmt.Errorf("settle lent: %w", err)
-			}
-			k, err := st.finish(rs[i : i+1])
-			if err != nil {
-				return 0, fmt.Errorf("settle lent: %w", err)
-			}
-			done[i] = k == 1
-			n += k
-		}
-		return n, nil
-	}})
-	if err != nil {
-		return nil, err
-	}
-	return done, nil
-}
 
 // ScanSince returns up to limit IN_LIST records of phase queued after
 // cursor after (nil: from the oldest), oldest first, and the cursor of the

@@ -2,69 +2,7 @@ package frontier
 
 import (
 	"testing"
-	"time"
 )
-
-// TestSettleLent: the result of a URL fetched elsewhere settles an IN_LIST
-// record (COMPLETED or STALLED, tries counted) or an IN_PROGRESS one, and
-// leaves COMPLETED records and unknown URLs alone.
-func TestSettleLent(t *testing.T) {
-	const (
-		a = "http://a.test/1"
-		b = "http://a.test/2"
-		c = "http://a.test/3"
-		d = "http://a.test/4"
-	)
-	f := open(t, nil)
-	if _, err := f.Add(ctx, []NewURL{{URL: a, Host: "a.test"}, {URL: b, Host: "a.test"}, {URL: c, Host: "a.test"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.MarkInProgress(ctx, []Ref{RefOf(c)}); err != nil {
-		t.Fatal(err)
-	}
-	retry := time.Now().Add(time.Hour)
-	rs := []Result{
-		{FP: Fingerprint(a), Host: "a.test", State: Completed, Status: 200, Reason: "ok", Bytes: 10},
-		{FP: Fingerprint(b), Host: "a.test", State: Stalled, Status: 503, Reason: "http_5xx", RetryAt: retry},
-		{FP: Fingerprint(c), Host: "a.test", State: Completed, Status: 404, Reason: "http_4xx"},
-		{FP: Fingerprint(d), Host: "a.test", State: Completed, Status: 200, Reason: "ok"}, // unknown
-	}
-	done, err := f.SettleLent(ctx, rs)
-	if err != nil || len(done) != 4 || !done[0] || !done[1] || !done[2] || done[3] {
-		t.Fatalf("SettleLent = %v, %v; want the first 3 settled", done, err)
-	}
-	for _, tc := range []struct {
-		url    string
-		state  State
-		status int
-	}{{a, Completed, 200}, {b, Stalled, 503}, {c, Completed, 404}} {
-		r := mustGet(t, f, tc.url)
-		if r.State != tc.state || r.Status != tc.status || r.Tries != 1 {
-			t.Errorf("%s: state %v status %d tries %d, want %v %d 1", tc.url, r.State, r.Status, r.Tries, tc.state, tc.status)
-		}
-	}
-	if got := f.Counts(); got.InList != 0 || got.InProgress != 0 || got.Completed != 2 || got.Stalled != 1 { // before the claim below
-		t.Errorf("counts %+v, want 0 in list, 0 in progress, 2 completed, 1 stalled", got)
-	}
-	// A second outcome for a COMPLETED record changes nothing.
-	if done, err := f.SettleLent(ctx, rs[:1]); err != nil || done[0] {
-		t.Errorf("SettleLent of a completed record = %v, %v; want not settled", done, err)
-	}
-	// A record claimed by a rebalance (being moved) is left to its new owner.
-	const e = "http://a.test/5"
-	if _, err := f.Add(ctx, []NewURL{{URL: e, Host: "a.test"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Claim(ctx, []Ref{RefOf(e)}); err != nil {
-		t.Fatal(err)
-	}
-	if done, err := f.SettleLent(ctx, []Result{{FP: Fingerprint(e), Host: "a.test", State: Completed, Status: 200}}); err != nil || done[0] {
-		t.Errorf("SettleLent of a claimed record = %v, %v; want not settled", done, err)
-	}
-	if _, err := f.SettleLent(ctx, []Result{{FP: 1, Host: "a.test", State: InList}}); err == nil {
-		t.Error("SettleLent accepted a result in state IN_LIST")
-	}
-}
 
 // TestScanSince: the cursor returned reads only what was queued after it.
 func TestScanSince(t *testing.T) {

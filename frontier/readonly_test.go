@@ -46,8 +46,8 @@ func TestReadOnlyRecords(t *testing.T) {
 			}
 			return f.Finish(ctx, []Result{{FP: r.FP, Host: r.Host, State: Stalled, Reason: "timeout", RetryAt: time.Now().Add(time.Hour)}})
 		}, Stalled, 1, "timeout"},
-		{"replica", 1, func(u NewURL, _ Ref) error { _, err := f.AddReplicas(ctx, []NewURL{u}); return err }, Completed, 0, ReasonReplica},
-		{"moved", 4, func(u NewURL, _ Ref) error { _, err := f.AddDone(ctx, []NewURL{u}); return err }, Completed, 0, ReasonMoved},
+		{"replica", 1, func(u NewURL, _ Ref) error { _, err := addCompleted(f, []NewURL{u}, ReasonReplica); return err }, Completed, 0, ReasonReplica},
+		{"moved", 4, func(u NewURL, _ Ref) error { _, err := addCompleted(f, []NewURL{u}, ReasonMoved); return err }, Completed, 0, ReasonMoved},
 	}
 	want := map[string]int{}
 	for i, tc := range cases {

@@ -2,7 +2,6 @@ package frontier
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -17,20 +16,24 @@ import (
 // move is safe against crashes and against the node's own scheduler:
 //
 //  1. ScanRecords finds the records to move (short read transactions).
-//  2. Claim takes them out of the crawl in one write: an IN_LIST or STALLED
-//     record becomes IN_PROGRESS with a claim mark, so neither the scheduler
-//     nor the retry lane picks it any more; COMPLETED records stay as they are.
+//  2. Tx.Claim takes them out of the crawl in one write: an IN_LIST or
+//     STALLED record becomes IN_PROGRESS with a claim mark, so neither the
+//     scheduler nor the retry lane picks it any more; COMPLETED records
+//     stay as they are.
 //  3. The caller files them durably elsewhere (the cluster's outbox).
-//  4. Remove deletes each record only if it is still as Claim left it. A
-//     record the scheduler had read just before the claim and fetched anyway
-//     is COMPLETED by then: it stays, and the next pass moves its fingerprint.
+//  4. Tx.Remove deletes each record only if it is still as Claim left it.
+//     A record the scheduler had read just before the claim and fetched
+//     anyway is COMPLETED by then: it stays, and the next pass moves its
+//     fingerprint.
 //
 // A crash between 2 and 4 leaves claimed records IN_PROGRESS, which Open
 // puts back to IN_LIST like any other: the next rebalance moves them again
 // (the receiver deduplicates). Requeue undoes a claim whose step 3 failed.
-// The receiving node stores moved COMPLETED records with AddDone.
+// The receiving node stores moved COMPLETED records with Tx.AddCompleted.
+// The writes themselves are the cluster's (cluster.Records), made with
+// Update; the steps of a record are here, in tx.go.
 
-// claimMarker ends the value of a running entry written by Claim (seq,
+// claimMarker ends the value of a running entry written by claim (seq,
 // then this byte); MarkInProgress writes the seq alone.
 const claimMarker = 0xC1
 
@@ -86,146 +89,98 @@ func (f *Frontier) ScanRecords(from Cursor, limit int, match func(fp uint64) boo
 	return recs, next, end, nil
 }
 
-// Claim takes the records of refs out of the crawl so they can be moved to
-// another node, in one write: IN_LIST and STALLED records become IN_PROGRESS
-// (claimed: off the scan queue and the retry lane), COMPLETED ones are left
-// as they are. IN_PROGRESS records (being fetched) and unknown fingerprints
-// are skipped. It returns the claimed records with the State they had
-// before the claim (InList, Stalled or Completed).
-func (f *Frontier) Claim(ctx context.Context, refs []Ref) ([]Record, error) {
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	var out []Record
-	krs := keyRefs(refs)
-	_, err := f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
-		out = out[:0]
-		for _, r := range krs {
-			s, ok, err := st.get(r)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				st.ignored++
-				continue
-			}
-			prev := s.Record
-			switch s.State {
-			case Completed:
-				out = append(out, prev)
-				continue
-			case InList:
-				if err := st.dequeue(&s); err != nil {
-					return 0, err
-				}
-				st.cnt[cInList]--
-			case Stalled:
-				if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, r.hk, r.fp)); err != nil {
-					return 0, err
-				}
-				st.cnt[cStalled]--
-			default: // IN_PROGRESS: being fetched here
-				st.ignored++
-				continue
-			}
-			v := append(binary.BigEndian.AppendUint64(st.slab.take(9), s.seq), claimMarker)
-			if err := st.inprog.Put(recKey(st.slab.take(recKeyLen), r.hk, r.fp), v); err != nil {
-				return 0, err
-			}
-			s.State = InProgress
-			if err := st.putRecord(&s); err != nil {
-				return 0, err
-			}
-			st.cnt[cInProgress]++
-			out = append(out, prev)
-		}
-		return len(out), nil
-	}})
+// claim takes the record of r out of the crawl so it can be moved to
+// another node (see Tx.Claim).
+func (st *txState) claim(r keyRef) (Record, bool, error) {
+	s, ok, err := st.get(r)
 	if err != nil {
-		return nil, err
+		return Record{}, false, err
 	}
-	return out, nil
+	if !ok {
+		st.ignored++
+		return Record{}, false, nil
+	}
+	prev := s.Record
+	switch s.State {
+	case Completed:
+		return prev, true, nil
+	case InList:
+		if err := st.dequeue(&s); err != nil {
+			return Record{}, false, err
+		}
+		st.cnt[cInList]--
+	case Stalled:
+		if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, r.hk, r.fp)); err != nil {
+			return Record{}, false, err
+		}
+		st.cnt[cStalled]--
+	default: // IN_PROGRESS: being fetched here
+		st.ignored++
+		return Record{}, false, nil
+	}
+	v := append(binary.BigEndian.AppendUint64(st.slab.take(9), s.seq), claimMarker)
+	if err := st.inprog.Put(recKey(st.slab.take(recKeyLen), r.hk, r.fp), v); err != nil {
+		return Record{}, false, err
+	}
+	s.State = InProgress
+	if err := st.putRecord(&s); err != nil {
+		return Record{}, false, err
+	}
+	st.cnt[cInProgress]++
+	return prev, true, nil
 }
 
-// Remove deletes records that were claimed (Claim's answer) and filed
-// elsewhere, each only if it is still as Claim left it: a COMPLETED record
-// still COMPLETED, an IN_LIST or STALLED one still claimed. It returns how
-// many it deleted; the others (fetched in the meantime, or requeued) stay.
-func (f *Frontier) Remove(ctx context.Context, claimed []Record) (int, error) {
-	if len(claimed) == 0 {
-		return 0, nil
+// remove deletes a claimed record if it is still as claim left it (see
+// Tx.Remove).
+func (st *txState) remove(r Record) (bool, error) {
+	key := keyRef{HostKey(r.Host), r.FP}
+	s, ok, err := st.get(key)
+	if err != nil {
+		return false, err
 	}
-	krs := make([]keyRef, len(claimed))
-	for i, r := range claimed {
-		krs[i] = keyRef{HostKey(r.Host), r.FP}
+	if !ok {
+		st.ignored++
+		return false, nil
 	}
-	return f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
-		n := 0
-		for i, r := range claimed {
-			key := krs[i]
-			s, ok, err := st.get(key)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				st.ignored++
-				continue
-			}
-			switch {
-			case r.State == Completed && s.State == Completed:
-				if err := st.unindexDue(&s); err != nil {
-					return 0, err
-				}
-				st.cnt[cCompleted]--
-			case r.State != Completed && s.State == InProgress && st.claimed(key):
-				if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
-					return 0, err
-				}
-				st.cnt[cInProgress]--
-				if !s.Due.IsZero() {
-					st.revisits-- // a queued revisit, filed for its new owner
-				}
-			default:
-				st.ignored++
-				continue
-			}
-			if err := st.urls.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
-				return 0, err
-			}
-			n++
+	switch {
+	case r.State == Completed && s.State == Completed:
+		if err := st.unindexDue(&s); err != nil {
+			return false, err
 		}
-		return n, nil
-	}})
+		st.cnt[cCompleted]--
+	case r.State != Completed && s.State == InProgress && st.claimed(key):
+		if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
+			return false, err
+		}
+		st.cnt[cInProgress]--
+		if !s.Due.IsZero() {
+			st.revisits-- // a queued revisit, filed for its new owner
+		}
+	default:
+		st.ignored++
+		return false, nil
+	}
+	if err := st.urls.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
-// MarkReplicas relabels COMPLETED records as replicas (reason "replica")
-// once their owner has been sent them: this node keeps them as the second
-// copy, and a later rebalance does not send them again. Records no longer
-// COMPLETED are left alone. It returns how many it relabelled.
-func (f *Frontier) MarkReplicas(ctx context.Context, refs []Ref) (int, error) {
-	if len(refs) == 0 {
-		return 0, nil
+// relabel sets the Reason of the COMPLETED record of r (see Tx.Relabel).
+func (st *txState) relabel(r keyRef, reason string) (bool, error) {
+	s, ok, err := st.get(r)
+	if err != nil {
+		return false, err
 	}
-	krs := keyRefs(refs)
-	return f.submit(ctx, &op{kind: opFunc, refs: krs, fn: func(st *txState) (int, error) {
-		n := 0
-		for _, r := range krs {
-			s, ok, err := st.get(r)
-			if err != nil {
-				return 0, err
-			}
-			if !ok || s.State != Completed || s.Reason == ReasonReplica {
-				st.ignored++
-				continue
-			}
-			s.Reason = ReasonReplica
-			if err := st.putRecord(&s); err != nil {
-				return 0, err
-			}
-			n++
-		}
-		return n, nil
-	}})
+	if !ok || s.State != Completed || s.Reason == reason {
+		st.ignored++
+		return false, nil
+	}
+	s.Reason = reason
+	if err := st.putRecord(&s); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // redue updates the due time of the COMPLETED record s from a copy another
@@ -256,111 +211,82 @@ func (st *txState) redue(s *stored, due time.Time, fresh bool) error {
 	return st.putRecord(s)
 }
 
-// claimed reports whether r's running entry was written by Claim.
+// claimed reports whether r's running entry was written by claim.
 func (st *txState) claimed(r keyRef) bool {
 	v := st.inprog.Get(recKey(st.scratch[:0], r.hk, r.fp))
 	return len(v) == 9 && v[8] == claimMarker
 }
 
-// AddDone stores URLs that were fetched (or given up on) by another node
-// and moved here by a rebalance, as COMPLETED, so that they are never
-// crawled here: an unknown URL is inserted COMPLETED (reason "moved"; the
-// host's MaxPerHost does not apply, the URL was admitted elsewhere), an
-// IN_LIST or STALLED one becomes COMPLETED (reason "done_elsewhere"), a
-// COMPLETED one takes the sent due time when it is earlier (redue), an
-// IN_PROGRESS one is left alone. It returns how many
-// records it inserted or completed, once durable.
-func (f *Frontier) AddDone(ctx context.Context, urls []NewURL) (int, error) {
-	return f.addDone(ctx, urls, ReasonMoved, true)
-}
-
 // Reasons of COMPLETED records this node did not fetch itself.
 const (
-	// ReasonMoved: fetched by another node, moved here by a rebalance (AddDone).
+	// ReasonMoved: fetched by another node, moved here by a rebalance
+	// (Tx.AddCompleted).
 	ReasonMoved = "moved"
 	// ReasonReplica: fetched by the URL's owner, kept here as its second
 	// copy so that the URL is not crawled again should the owner fail
-	// (AddReplicas).
+	// (Tx.AddCompleted).
 	ReasonReplica = "replica"
-	// reasonDoneElsewhere: queued here, fetched by another node (AddDone).
+	// reasonDoneElsewhere: queued here, fetched by another node
+	// (Tx.AddCompleted with ReasonMoved).
 	reasonDoneElsewhere = "done_elsewhere"
 )
 
-// AddReplicas stores the fingerprints of URLs their owner fetched, kept
-// here as the second copy (reason "replica"): like AddDone, but a replica
-// counts against no host's MaxPerHost here, and a COMPLETED record takes
-// the sent due time (the owner's next revisit) as it is.
-func (f *Frontier) AddReplicas(ctx context.Context, urls []NewURL) (int, error) {
-	return f.addDone(ctx, urls, ReasonReplica, false)
-}
-
-func (f *Frontier) addDone(ctx context.Context, urls []NewURL, reason string, admit bool) (int, error) {
-	adds := prepareURLs(urls)
-	if len(adds) == 0 {
-		return 0, nil
+// addCompleted stores u as COMPLETED, fetched elsewhere (see
+// Tx.AddCompleted); admit counts a new record against its host's
+// MaxPerHost.
+func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool, error) {
+	s, ok, err := st.get(keyRef{u.hk, u.fp})
+	if err != nil {
+		return false, err
 	}
-	return f.submit(ctx, &op{kind: opFunc, adds: adds, fn: func(st *txState) (int, error) {
-		n := 0
-		for i := range adds {
-			u := &adds[i]
-			s, ok, err := st.get(keyRef{u.hk, u.fp})
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				hs, err := st.host(u.host)
-				if err != nil {
-					return 0, err
-				}
-				st.seq++
-				s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
-					Reason: reason, Discovered: st.now, Due: u.due}, seq: st.seq}
-				if admit {
-					hs.Admitted++
-				}
-			} else {
-				switch s.State {
-				case InList:
-					if err := st.dequeue(&s); err != nil {
-						return 0, err
-					}
-					st.cnt[cInList]--
-				case Stalled:
-					if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, u.hk, u.fp)); err != nil {
-						return 0, err
-					}
-					st.cnt[cStalled]--
-				case Completed:
-					if err := st.redue(&s, u.due, reason == ReasonReplica); err != nil {
-						return 0, err
-					}
-					continue
-				default:
-					st.ignored++
-					continue
-				}
-				if !s.Due.IsZero() {
-					st.revisits-- // a queued revisit: the other member fetched it
-				}
-				s.State, s.Reason, s.NextTry, s.Due = Completed, reasonDoneElsewhere, time.Time{}, u.due
-				if reason == ReasonReplica {
-					s.Reason = ReasonReplica
-				}
-			}
-			if !u.due.IsZero() && s.Page.Interval == 0 {
-				// Not sent along: the time to its due time stands in for
-				// it (a refused release is looked at again this much later).
-				s.Page.Interval = max(u.due.Sub(st.now), 0)
-			}
-			if err := st.indexDue(&s); err != nil {
-				return 0, err
-			}
-			if err := st.putRecord(&s); err != nil {
-				return 0, err
-			}
-			st.cnt[cCompleted]++
-			n++
+	if !ok {
+		hs, err := st.host(u.host)
+		if err != nil {
+			return false, err
 		}
-		return n, nil
-	}})
+		st.seq++
+		s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
+			Reason: reason, Discovered: st.now, Due: u.due}, seq: st.seq}
+		if admit {
+			hs.Admitted++
+		}
+	} else {
+		switch s.State {
+		case InList:
+			if err := st.dequeue(&s); err != nil {
+				return false, err
+			}
+			st.cnt[cInList]--
+		case Stalled:
+			if err := st.stalled.Delete(stalledKey(st.scratch[:0], s.NextTry, u.hk, u.fp)); err != nil {
+				return false, err
+			}
+			st.cnt[cStalled]--
+		case Completed:
+			return false, st.redue(&s, u.due, reason == ReasonReplica)
+		default:
+			st.ignored++
+			return false, nil
+		}
+		if !s.Due.IsZero() {
+			st.revisits-- // a queued revisit: the other member fetched it
+		}
+		s.State, s.Reason, s.NextTry, s.Due = Completed, reasonDoneElsewhere, time.Time{}, u.due
+		if reason == ReasonReplica {
+			s.Reason = ReasonReplica
+		}
+	}
+	if !u.due.IsZero() && s.Page.Interval == 0 {
+		// Not sent along: the time to its due time stands in for
+		// it (a refused release is looked at again this much later).
+		s.Page.Interval = max(u.due.Sub(st.now), 0)
+	}
+	if err := st.indexDue(&s); err != nil {
+		return false, err
+	}
+	if err := st.putRecord(&s); err != nil {
+		return false, err
+	}
+	st.cnt[cCompleted]++
+	return true, nil
 }

@@ -74,7 +74,7 @@ func TestClaimRemove(t *testing.T) {
 	}
 	wantCounts(t, f, Counts{InList: 6, InProgress: 1, Completed: 2, Stalled: 1})
 
-	claimed, err := f.Claim(ctx, append(slices.Clone(fps), Ref{FP: 12345, Host: fps[0].Host}))
+	claimed, err := claim(f, append(slices.Clone(fps), Ref{FP: 12345, Host: fps[0].Host}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestClaimRemove(t *testing.T) {
 	if err := f.Finish(ctx, []Result{{FP: fps[9].FP, Host: fps[9].Host, State: Completed, Status: 200}}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := f.Remove(ctx, claimed)
+	n, err := remove(f, claimed)
 	if err != nil || n != 8 {
 		t.Fatalf("removed %d (%v), want 8", n, err)
 	}
@@ -132,14 +132,14 @@ func TestClaimSurvivesCrash(t *testing.T) {
 	if _, err := f.Add(ctx, us); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.Claim(ctx, fps[:2]); err != nil {
+	if _, err := claim(f, fps[:2]); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Requeue(ctx, fps[:1]); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts(t, f, Counts{InList: 5, InProgress: 1})
-	if _, err := f.Claim(ctx, fps[2:4]); err != nil {
+	if _, err := claim(f, fps[2:4]); err != nil {
 		t.Fatal(err)
 	}
 	g := reopen(t, f, nil)
@@ -157,9 +157,10 @@ func TestClaimSurvivesCrash(t *testing.T) {
 	}
 }
 
-// TestAddDone stores moved COMPLETED records: unknown URLs inserted, IN_LIST
-// and STALLED ones completed, IN_PROGRESS and COMPLETED ones left alone; a
-// later Add of the same URL is a duplicate.
+// TestAddDone: Tx.AddCompleted with ReasonMoved stores moved COMPLETED
+// records: unknown URLs inserted, IN_LIST and STALLED ones completed,
+// IN_PROGRESS and COMPLETED ones left alone; a later Add of the same URL
+// is a duplicate.
 func TestAddDone(t *testing.T) {
 	f := open(t, func(o *Options) { o.MaxPerHost = 2 })
 	us := gen("d", 1, 6)
@@ -171,7 +172,7 @@ func TestAddDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCounts(t, f, Counts{InList: 1, InProgress: 1})
-	n, err := f.AddDone(ctx, append(slices.Clone(us), us[4], NewURL{}))
+	n, err := addCompleted(f, append(slices.Clone(us), us[4], NewURL{}), ReasonMoved)
 	if err != nil || n != 5 {
 		t.Fatalf("AddDone = %d, %v; want 5 (4 inserted past the host cap, 1 completed)", n, err)
 	}
@@ -188,7 +189,7 @@ func TestAddDone(t *testing.T) {
 	if k, err := f.Add(ctx, us); err != nil || k != 0 {
 		t.Fatalf("Add after AddDone added %d (%v)", k, err)
 	}
-	if k, err := f.AddDone(ctx, us); err != nil || k != 0 {
+	if k, err := addCompleted(f, us, ReasonMoved); err != nil || k != 0 {
 		t.Fatalf("second AddDone changed %d (%v)", k, err)
 	}
 	g := reopen(t, f, nil)

@@ -263,7 +263,7 @@ func (f *Frontier) ReleaseDue(ctx context.Context, now time.Time, limit int) (in
 	if limit <= 0 {
 		limit = f.opts.BatchSize
 	}
-	return f.submit(ctx, &op{kind: opFunc, n: limit, fn: func(st *txState) (int, error) {
+	return f.submit(ctx, &op{kind: opFunc, name: "release due", n: limit, fn: func(st *txState) (int, error) {
 		return st.releaseDue(now, limit)
 	}})
 }
@@ -503,7 +503,7 @@ func (f *Frontier) AddRoundTimeAsync(ctx context.Context, host string, d time.Du
 		p.reply <- opReply{}
 		return p
 	}
-	o := &op{kind: opFunc, ctx: ctx, reply: p.reply, fn: func(st *txState) (int, error) {
+	o := &op{kind: opFunc, name: "round time", ctx: ctx, reply: p.reply, fn: func(st *txState) (int, error) {
 		*hs = HostStats{} // only what this run of the write found
 		if _, cached := st.hostCache[host]; !cached && st.hosts.Get([]byte(host)) == nil {
 			return 0, nil

@@ -194,11 +194,11 @@ func TestDueFilterAndMoves(t *testing.T) {
 		t.Fatalf("refused record: %+v; want COMPLETED, due after %v", r, later)
 	}
 	// Claim and remove a queued revisit (a rebalance): it leaves the count.
-	claimed, err := f.Claim(ctx, []Ref{RefOf(us[1].URL), RefOf(us[0].URL)})
+	claimed, err := claim(f, []Ref{RefOf(us[1].URL), RefOf(us[0].URL)})
 	if err != nil || len(claimed) != 2 {
 		t.Fatalf("Claim = %d, %v", len(claimed), err)
 	}
-	if n, err := f.Remove(ctx, claimed); err != nil || n != 2 {
+	if n, err := remove(f, claimed); err != nil || n != 2 {
 		t.Fatalf("Remove = %d, %v", n, err)
 	}
 	if f.Revisits() != 2 {
@@ -208,7 +208,7 @@ func TestDueFilterAndMoves(t *testing.T) {
 	// revisit with its Due.
 	g := open(t, nil)
 	due := time.Now().Add(30 * time.Second)
-	if n, err := g.AddDone(ctx, []NewURL{{URL: us[0].URL, Host: us[0].Host, Due: due}}); err != nil || n != 1 {
+	if n, err := addCompleted(g, []NewURL{{URL: us[0].URL, Host: us[0].Host, Due: due}}, ReasonMoved); err != nil || n != 1 {
 		t.Fatalf("AddDone = %d, %v", n, err)
 	}
 	if next, ok := g.NextDue(); !ok || !next.Equal(due) {
@@ -359,11 +359,11 @@ func TestRedueCopies(t *testing.T) {
 			fetchAll(t, f, us, Schedule{Interval: 10 * time.Second}, ChangeUnknown)
 			s.want = dueOf()
 		}
-		add := f.AddDone
+		reason := ReasonMoved
 		if s.replica {
-			add = f.AddReplicas
+			reason = ReasonReplica
 		}
-		if _, err := add(ctx, []NewURL{{URL: u.URL, Host: u.Host, Due: s.due}}); err != nil {
+		if _, err := addCompleted(f, []NewURL{{URL: u.URL, Host: u.Host, Due: s.due}}, reason); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		if got := dueOf(); !got.Equal(s.want) {

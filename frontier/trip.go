@@ -6,22 +6,74 @@ import (
 	"time"
 )
 
-// Settle records the outcome of one host trip in ONE transaction: the new
-// URLs it discovered (as Add), then its fetch results (as Finish), then the
-// URLs it did not get to (as Requeue). One transaction instead of three
-// saves two group commits per trip, and a crash can never keep a page's
-// result without the links found on it. It returns how many URLs were new.
-func (f *Frontier) Settle(ctx context.Context, found []NewURL, rs []Result, requeue []Ref) (added int, err error) {
-	o, err := f.settleOp(found, rs, requeue, nil)
-	if err != nil || o == nil {
-		return 0, err
+// SettleRequest is what one host trip, or one page of it, records in ONE
+// transaction (Settle): the new URLs it discovered (as Add), then its fetch
+// results (as Finish), then the URLs it did not get to (as Requeue). One
+// transaction instead of three saves two group commits per trip, and a
+// crash can never keep a page's result without the links found on it.
+type SettleRequest struct {
+	Found   []NewURL // discovered URLs; the known ones are ignored
+	Results []Result // fetch results: State Completed or Stalled, with a Host
+	Requeue []Ref    // IN_PROGRESS URLs back to IN_LIST at their original position
+	// Take, when not nil, asks for more URLs of the trip's host to fetch in
+	// the same trip (Pending.Taken lists them once the write is done).
+	Take *Take
+}
+
+// Take is a settle write's request for URLs of the trip's host: up to Room
+// of the URLs of Host in Found that are new are inserted IN_PROGRESS, not
+// queued, for the caller to fetch in the same trip. A host's trip thus goes
+// on with the pages its own pages link to instead of ending and waiting for
+// another scan, dispatch and worker. The caller owns them as it owns its
+// dispatched URLs: it must record each one's result, or Requeue it; after
+// a crash they return to IN_LIST like every IN_PROGRESS URL. They count as
+// added. Nothing is taken when Room <= 0 or Host is empty.
+type Take struct {
+	Host string
+	Room int
+	// Claim: when the new URLs of Host leave room, also take queued
+	// (IN_LIST) URLs of Host, up to Room in all: for the last page of a
+	// trip's list, so the trip goes on with what its host still has
+	// queued (URLs found by other hosts' pages, or by its own beyond an
+	// earlier trip's room) instead of ending and waiting for another scan,
+	// dispatch and worker. Such a URL leaves the queue; the caller owns it
+	// like a taken one. At most claimScan of the host's records are read,
+	// so a host with many finished URLs costs a bounded read; the queue
+	// keeps what they miss.
+	Claim bool
+}
+
+// Settle submits req's write and returns without waiting for its commit
+// (see Pending; Wait for a synchronous call: n is how many URLs were new).
+// The writer applies writes in submission order, so a later write never
+// overtakes it. A result in a state other than Completed or Stalled, or
+// without a host, is an error and nothing is written. ctx bounds the
+// submission; a write whose ctx has ended before the writer applies it is
+// dropped and answered with ctx's error.
+func (f *Frontier) Settle(ctx context.Context, req SettleRequest) *Pending {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	return f.submit(ctx, o)
+	p := &Pending{reply: make(chan opReply, 1)}
+	var tk *taking
+	if t := req.Take; t != nil && t.Room > 0 && t.Host != "" {
+		tk = &taking{host: normHost(t.Host), room: t.Room, claim: t.Claim}
+		p.tk = tk
+	}
+	o, err := f.settleOp(req.Found, req.Results, req.Requeue, tk)
+	if err != nil || o == nil {
+		p.reply <- opReply{err: err}
+		return p
+	}
+	o.ctx, o.reply = ctx, p.reply
+	if err := f.send(ctx, o); err != nil {
+		p.reply <- opReply{err: err}
+	}
+	return p
 }
 
 // settleOp builds the write of Settle; nil when there is nothing to write.
-// With tk, new URLs of tk's host are taken for the caller's trip (see
-// SettleAsyncTaking).
+// With tk, URLs of tk's host are taken for the caller's trip (see Take).
 func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taking) (*op, error) {
 	if err := checkResults("settle", rs); err != nil {
 		return nil, err
@@ -31,34 +83,35 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 		return nil, nil
 	}
 	krs := keyRefs(requeue)
-	return &op{kind: opFunc, adds: adds, results: rs, refs: krs, fn: func(st *txState) (int, error) {
+	return &op{kind: opFunc, name: "settle", adds: adds, results: rs, refs: krs, fn: func(st *txState) (int, error) {
 		if tk != nil {
 			tk.got = tk.got[:0] // only what this run of the write took
 		}
 		n, err := st.add(adds, tk)
 		if err != nil {
-			return 0, fmt.Errorf("settle: add: %w", err)
+			return 0, fmt.Errorf("add: %w", err)
 		}
 		if tk != nil && tk.claim {
 			if err := st.claimQueued(tk); err != nil {
-				return 0, fmt.Errorf("settle: claim queued URLs of %s: %w", tk.host, err)
+				return 0, fmt.Errorf("claim queued URLs of %s: %w", tk.host, err)
 			}
 		}
 		if _, err := st.finish(rs); err != nil {
-			return 0, fmt.Errorf("settle: finish: %w", err)
+			return 0, fmt.Errorf("finish: %w", err)
 		}
 		if _, err := st.requeue(krs); err != nil {
-			return 0, fmt.Errorf("settle: requeue: %w", err)
+			return 0, fmt.Errorf("requeue: %w", err)
 		}
 		return n, nil
 	}}, nil
 }
 
-// Pending is a write submitted without waiting (MarkInProgressAsync,
-// SettleAsync).
+// Pending is a write submitted without waiting (Settle,
+// MarkInProgressAsync, AddRoundTimeAsync). Every submitted write is
+// answered, also at Close.
 type Pending struct {
 	reply chan opReply
-	tk    *taking    // SettleAsyncTaking
+	tk    *taking    // Settle with a Take
 	host  *HostStats // AddRoundTimeAsync: the host's stats after the write (nil: none)
 	done  bool
 }
@@ -77,12 +130,12 @@ func (p *Pending) Host() (HostStats, bool) {
 type taking struct {
 	host  string // as stored (lower case)
 	room  int
-	claim bool // also queued URLs of host (SettleAsyncClaiming)
+	claim bool // also queued URLs of host (Take.Claim)
 	got   []Taken
 }
 
-// Taken is a URL a settle write inserted IN_PROGRESS for the caller's trip
-// (SettleAsyncTaking) instead of queueing it.
+// Taken is a URL a settle write took IN_PROGRESS for the caller's trip
+// (Take): a new one inserted so instead of queued, or a queued one claimed.
 type Taken struct {
 	FP    uint64
 	URL   string
@@ -114,63 +167,11 @@ func (p *Pending) Poll() (done bool, n int, err error) {
 }
 
 // Wait blocks until the write is committed or has failed; n is what the
-// write reports (for SettleAsync: how many URLs were new).
+// write reports (for Settle: how many URLs were new).
 func (p *Pending) Wait() (n int, err error) {
 	r := <-p.reply
 	p.done = r.err == nil
 	return r.n, r.err
-}
-
-// SettleAsync is Settle without waiting for the commit (see Pending). The
-// writer applies writes in submission order, so a later write never
-// overtakes it.
-func (f *Frontier) SettleAsync(ctx context.Context, found []NewURL, rs []Result, requeue []Ref) *Pending {
-	return f.SettleAsyncTaking(ctx, "", 0, found, rs, requeue)
-}
-
-// SettleAsyncTaking is SettleAsync for a trip to host with room for more
-// URLs: up to room of the URLs of host in found that are new are inserted
-// IN_PROGRESS, not queued, for the caller to fetch in the same trip
-// (Pending.Taken lists them once the write is done). A host's trip thus
-// goes on with the pages its own pages link to instead of ending and
-// waiting for another scan, dispatch and worker. The caller owns them as it
-// owns its dispatched URLs: it must record each one's result, or Requeue
-// it; after a crash they return to IN_LIST like every IN_PROGRESS URL.
-// They count as added.
-func (f *Frontier) SettleAsyncTaking(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []Ref) *Pending {
-	return f.settleAsyncTaking(ctx, host, room, false, found, rs, requeue)
-}
-
-// SettleAsyncClaiming is SettleAsyncTaking that, when the new URLs of host
-// leave room, also takes queued (IN_LIST) URLs of host, up to room in all:
-// for the last page of a trip's list, so the trip goes on with what its host
-// still has queued (URLs found by other hosts' pages, or by its own beyond
-// an earlier trip's room) instead of ending and waiting for another scan,
-// dispatch and worker. Such a URL leaves the queue; the caller owns it like
-// a taken one. At most claimScan of the host's records are read, so a host
-// with many finished URLs costs a bounded read; the queue keeps what they
-// miss.
-func (f *Frontier) SettleAsyncClaiming(ctx context.Context, host string, room int, found []NewURL, rs []Result, requeue []Ref) *Pending {
-	return f.settleAsyncTaking(ctx, host, room, true, found, rs, requeue)
-}
-
-func (f *Frontier) settleAsyncTaking(ctx context.Context, host string, room int, claim bool, found []NewURL, rs []Result, requeue []Ref) *Pending {
-	p := &Pending{reply: make(chan opReply, 1)}
-	var tk *taking
-	if room > 0 && host != "" {
-		tk = &taking{host: normHost(host), room: room, claim: claim}
-		p.tk = tk
-	}
-	o, err := f.settleOp(found, rs, requeue, tk)
-	if err != nil || o == nil {
-		p.reply <- opReply{err: err}
-		return p
-	}
-	o.ctx, o.reply = ctx, p.reply
-	if err := f.send(ctx, o); err != nil {
-		p.reply <- opReply{err: err}
-	}
-	return p
 }
 
 // MarkInProgressAsync is MarkInProgress without waiting for the commit.
@@ -193,7 +194,7 @@ func (f *Frontier) MarkInProgressAsync(ctx context.Context, refs []Ref) *Pending
 
 // send hands o (ctx and reply set) to the writer without waiting for it.
 func (f *Frontier) send(ctx context.Context, o *op) error {
-	name := opNames[o.kind]
+	name := o.label()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("frontier: %s: %w", name, err)
 	}

@@ -23,14 +23,14 @@ func TestSettle(t *testing.T) {
 	found := []NewURL{newURL, us[0]} // one new, one known
 
 	// A state other than Completed/Stalled: error, and nothing written.
-	if _, err := f.Settle(ctx, found, []Result{{FP: a.FP, Host: a.Host, State: InList}}, []Ref{c}); err == nil {
+	if _, err := f.Settle(ctx, SettleRequest{Found: found, Results: []Result{{FP: a.FP, Host: a.Host, State: InList}}, Requeue: []Ref{c}}).Wait(); err == nil {
 		t.Fatal("Settle with state IN_LIST succeeded")
 	}
 	if got := f.Counts(); got != (Counts{InProgress: 3}) {
 		t.Fatalf("after refused Settle: %+v, want 3 in progress and nothing else", got)
 	}
 
-	added, err := f.Settle(ctx, found, []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}, {FP: b.FP, Host: b.Host, State: Stalled}}, []Ref{c})
+	added, err := f.Settle(ctx, SettleRequest{Found: found, Results: []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}, {FP: b.FP, Host: b.Host, State: Stalled}}, Requeue: []Ref{c}}).Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestSettle(t *testing.T) {
 	if got := urlsOf(scanAll(t, f, 0, 0)); len(got) != 2 || got[0] != us[2].URL || got[1] != newURL.URL {
 		t.Fatalf("queue %v, want [%s %s]", got, us[2].URL, newURL.URL)
 	}
-	if n, err := f.Settle(ctx, nil, nil, nil); n != 0 || err != nil {
+	if n, err := f.Settle(ctx, SettleRequest{}).Wait(); n != 0 || err != nil {
 		t.Fatalf("empty Settle = %d, %v", n, err)
 	}
 }
@@ -67,7 +67,7 @@ func TestMarkInProgressAsync(t *testing.T) {
 	a := RefOf(us[0].URL)
 	p := f.MarkInProgressAsync(ctx, []Ref{a})
 	// Submitted after the mark: must see the URL IN_PROGRESS and complete it.
-	if _, err := f.Settle(ctx, nil, []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}}, nil); err != nil {
+	if _, err := f.Settle(ctx, SettleRequest{Results: []Result{{FP: a.FP, Host: a.Host, State: Completed, Status: 200}}}).Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Wait(); err != nil {
@@ -91,10 +91,10 @@ func TestMarkInProgressAsync(t *testing.T) {
 	}
 }
 
-// TestSettleAsync: pages settled one by one without waiting are all applied
+// TestSettleInOrder: pages settled one by one without waiting are all applied
 // in order, each reports how many of its links were new, and an invalid
 // result fails at once.
-func TestSettleAsync(t *testing.T) {
+func TestSettleInOrder(t *testing.T) {
 	f := open(t, nil)
 	us := gen("a", 1, 3)
 	if _, err := f.Add(ctx, us); err != nil {
@@ -107,7 +107,7 @@ func TestSettleAsync(t *testing.T) {
 	var ps []*Pending
 	for i, fp := range fps {
 		link := NewURL{URL: fmt.Sprintf("http://a0.test/link/%d", i%2), Host: "a0.test"} // pages 0 and 2 find the same link
-		ps = append(ps, f.SettleAsync(ctx, []NewURL{link}, []Result{{FP: fp.FP, Host: fp.Host, State: Completed}}, nil))
+		ps = append(ps, f.Settle(ctx, SettleRequest{Found: []NewURL{link}, Results: []Result{{FP: fp.FP, Host: fp.Host, State: Completed}}}))
 	}
 	var added []int
 	for _, p := range ps {
@@ -123,17 +123,17 @@ func TestSettleAsync(t *testing.T) {
 	if got := f.Counts(); got != (Counts{InList: 2, Completed: 3}) {
 		t.Fatalf("counts %+v", got)
 	}
-	if _, err := f.SettleAsync(ctx, nil, []Result{{FP: fps[0].FP, Host: fps[0].Host, State: InProgress}}, nil).Wait(); err == nil {
-		t.Fatal("SettleAsync with state IN_PROGRESS succeeded")
+	if _, err := f.Settle(ctx, SettleRequest{Results: []Result{{FP: fps[0].FP, Host: fps[0].Host, State: InProgress}}}).Wait(); err == nil {
+		t.Fatal("Settle with state IN_PROGRESS succeeded")
 	}
 }
 
-// TestSettleAsyncTaking: a settle write takes up to room of the new URLs of
+// TestSettleTake: a settle write takes up to room of the new URLs of
 // the trip's host straight to IN_PROGRESS (no queue entry) and lists them;
 // known URLs, other hosts' URLs and those beyond room are queued as usual;
 // a taken URL is the caller's (Finish, Requeue) and returns to IN_LIST at
 // the next Open if the process dies first.
-func TestSettleAsyncTaking(t *testing.T) {
+func TestSettleTake(t *testing.T) {
 	f := open(t, nil)
 	seed := NewURL{URL: "http://h.test/", Host: "h.test"}
 	if _, err := f.Add(ctx, []NewURL{seed}); err != nil {
@@ -150,7 +150,7 @@ func TestSettleAsyncTaking(t *testing.T) {
 		{URL: "http://H.test/2", Host: "H.TEST", Depth: 1}, // the host as the page wrote it
 		{URL: "http://h.test/3", Host: "h.test", Depth: 1}, // beyond room
 	}
-	p := f.SettleAsyncTaking(ctx, "h.test", 2, found, []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, nil)
+	p := f.Settle(ctx, SettleRequest{Found: found, Results: []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, Take: &Take{Host: "h.test", Room: 2}})
 	if got := p.Taken(); got != nil {
 		t.Fatalf("Taken before the write is done: %v", got)
 	}
@@ -192,18 +192,18 @@ func TestSettleAsyncTaking(t *testing.T) {
 		room int
 	}{{"h.test", 0}, {"", 5}} {
 		u := NewURL{URL: fmt.Sprintf("http://h.test/none-%d-%s", tc.room, tc.host), Host: "h.test"}
-		p := f.SettleAsyncTaking(ctx, tc.host, tc.room, []NewURL{u}, nil, nil)
+		p := f.Settle(ctx, SettleRequest{Found: []NewURL{u}, Take: &Take{Host: tc.host, Room: tc.room}})
 		if n, err := p.Wait(); err != nil || n != 1 || len(p.Taken()) != 0 {
 			t.Fatalf("host %q room %d: added %d, %v, taken %v; want 1 added, none taken", tc.host, tc.room, n, err, p.Taken())
 		}
 	}
 }
 
-// TestSettleAsyncClaiming: when the new URLs of the trip's host leave room,
+// TestSettleTakeClaim: when the new URLs of the trip's host leave room,
 // the write also takes queued URLs of that host (never of another, never
 // one that is not IN_LIST), up to room in all; they leave the queue, are
 // the caller's, and return to IN_LIST at the next Open if the process dies.
-func TestSettleAsyncClaiming(t *testing.T) {
+func TestSettleTakeClaim(t *testing.T) {
 	f := open(t, nil)
 	var queued []NewURL
 	for i := range 5 {
@@ -229,7 +229,7 @@ func TestSettleAsyncClaiming(t *testing.T) {
 
 	// Room 4: the one new URL, then three of the four queued ones.
 	found := []NewURL{{URL: "http://h.test/new", Host: "h.test", Depth: 1}, {URL: "http://other.test/c", Host: "other.test"}}
-	p := f.SettleAsyncClaiming(ctx, "h.test", 4, found, []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, nil)
+	p := f.Settle(ctx, SettleRequest{Found: found, Results: []Result{{FP: sfp.FP, Host: sfp.Host, State: Completed, Status: 200}}, Take: &Take{Host: "h.test", Room: 4, Claim: true}})
 	added, err := p.Wait()
 	if err != nil || added != 2 {
 		t.Fatalf("Wait = %d, %v; want 2 new URLs", added, err)
@@ -260,10 +260,10 @@ func TestSettleAsyncClaiming(t *testing.T) {
 		}
 	}
 
-	// Without claiming (SettleAsyncTaking), the queued URL stays queued.
-	p = f.SettleAsyncTaking(ctx, "h.test", 5, nil, nil, nil)
+	// Without Claim, the queued URL stays queued.
+	p = f.Settle(ctx, SettleRequest{Take: &Take{Host: "h.test", Room: 5}})
 	if _, err := p.Wait(); err != nil || len(p.Taken()) != 0 {
-		t.Fatalf("SettleAsyncTaking with nothing new: %v, taken %v", err, p.Taken())
+		t.Fatalf("Take without Claim, nothing new: %v, taken %v", err, p.Taken())
 	}
 
 	// The process dies with the taken URLs in flight: they are queued again.

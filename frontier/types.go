@@ -92,7 +92,7 @@ type NewURL struct {
 	Host  string
 	Depth int
 	// Due, for a URL moved from another node (rebalance), is when it is
-	// due to be fetched again: a COMPLETED record (AddDone, AddReplicas)
+	// due to be fetched again: a COMPLETED record (Tx.AddCompleted)
 	// waits until then; a queued revisit (Add) keeps it for its lag. Zero:
 	// none.
 	Due time.Time

@@ -14,12 +14,12 @@ import (
 )
 
 // Group commit. Every write (Add, MarkInProgress, Finish, Requeue,
-// ReleaseStalled, SetPhases) becomes an op sent to the single writer
-// goroutine. The writer takes the first op, keeps gathering until the batch
-// holds BatchSize items or BatchDelay has passed, applies all ops in arrival
-// order inside ONE db.Update, and only then answers every caller: a call
-// returns after its changes are durable. db.Batch is not used because it may
-// run its function twice. One writer also means the read-modify-write of
+// ReleaseStalled, SetPhases, Settle, Update...) becomes an op sent to the
+// single writer goroutine. The writer takes the first op, keeps gathering
+// until the batch holds BatchSize items or BatchDelay has passed, applies
+// all ops in arrival order inside ONE db.Update, and only then answers
+// every caller: a call returns after its changes are durable. db.Batch is
+// not used because it may run its function twice. One writer also means the read-modify-write of
 // records, host stats and counters never races, and counters can be
 // published after the commit succeeded.
 
@@ -32,10 +32,10 @@ const (
 	opRequeue
 	opRelease
 	opSetPhases
-	opFunc // a write defined in another file (rebalance.go): op.fn
+	opFunc // a write given as a function (Settle, Update): op.fn
 )
 
-var opNames = [...]string{"add", "mark in progress", "finish", "requeue", "release stalled", "set phases", "rebalance"}
+var opNames = [...]string{"add", "mark in progress", "finish", "requeue", "release stalled", "set phases", "write"}
 
 type op struct {
 	kind    opKind
@@ -44,10 +44,19 @@ type op struct {
 	refs    []keyRef
 	results []Result
 	now     time.Time
-	n       int // limit (release) or nphase (set phases)
+	n       int // limit (release), nphase (set phases) or Write.Items (update)
 	reply   chan opReply
 
-	fn func(*txState) (int, error) // opFunc: a write defined elsewhere (rebalance.go)
+	fn   func(*txState) (int, error) // opFunc: the write
+	name string                      // opFunc: its name in errors ("" = "write")
+}
+
+// label names o in errors.
+func (o *op) label() string {
+	if o.name != "" {
+		return o.name
+	}
+	return opNames[o.kind]
 }
 
 type opReply struct {
@@ -102,7 +111,7 @@ func (f *Frontier) submit(ctx context.Context, o *op) (int, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	name := opNames[o.kind]
+	name := o.label()
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("frontier: %s: %w", name, err)
 	}
@@ -147,21 +156,28 @@ func (f *Frontier) Add(ctx context.Context, urls []NewURL) (added int, err error
 func prepareURLs(urls []NewURL) []pendingURL {
 	adds := make([]pendingURL, 0, len(urls))
 	for _, u := range urls {
-		if u.URL == "" {
-			continue
+		if pu, ok := prepareURL(u); ok {
+			adds = append(adds, pu)
 		}
-		host := u.Host
-		if host == "" {
-			if pu, err := url.Parse(u.URL); err == nil {
-				host = pu.Host
-			}
-			if host == "" {
-				continue
-			}
-		}
-		adds = append(adds, newPendingURL(u, host))
 	}
 	return adds
+}
+
+// prepareURL is prepareURLs for one URL; false when it has no host.
+func prepareURL(u NewURL) (pendingURL, bool) {
+	if u.URL == "" {
+		return pendingURL{}, false
+	}
+	host := u.Host
+	if host == "" {
+		if pu, err := url.Parse(u.URL); err == nil {
+			host = pu.Host
+		}
+		if host == "" {
+			return pendingURL{}, false
+		}
+	}
+	return newPendingURL(u, host), true
 }
 
 // MarkInProgress moves IN_LIST URLs to IN_PROGRESS, removing them from the
@@ -190,6 +206,10 @@ func (f *Frontier) Finish(ctx context.Context, rs []Result) error {
 	_, err := f.submit(ctx, &op{kind: opFinish, results: rs})
 	return err
 }
+
+// Check returns an error when r cannot be recorded (Finish, Settle,
+// Tx.Finish): a State other than Completed or Stalled, or no Host.
+func (r Result) Check() error { return checkResults("result", []Result{r}) }
 
 // checkResults checks the results given to Finish or a settle: a state of
 // Completed or Stalled, and a host.
@@ -343,7 +363,7 @@ func (f *Frontier) commit(ops []*op) {
 	live := ops[:0:0]
 	for _, o := range ops {
 		if err := o.ctx.Err(); err != nil {
-			o.reply <- opReply{err: fmt.Errorf("frontier: %s: %w", opNames[o.kind], err)}
+			o.reply <- opReply{err: fmt.Errorf("frontier: %s: %w", o.label(), err)}
 			continue
 		}
 		live = append(live, o)
@@ -361,7 +381,7 @@ func (f *Frontier) commit(ops []*op) {
 		for i, o := range live {
 			n, err := st.apply(o)
 			if err != nil {
-				return fmt.Errorf("%s: %w", opNames[o.kind], err)
+				return fmt.Errorf("%s: %w", o.label(), err)
 			}
 			res[i] = n
 		}
@@ -577,7 +597,7 @@ const claimScan = 256
 
 // claimQueued takes queued URLs of tk.host IN_PROGRESS for the caller's
 // trip (tk.got), up to tk.room in all, reading at most claimScan of the
-// host's records (see SettleAsyncClaiming).
+// host's records (see Take.Claim).
 func (st *txState) claimQueued(tk *taking) error {
 	if len(tk.got) >= tk.room {
 		return nil

@@ -273,7 +273,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	local, foreign := n.lender.SplitLinks(found)
 	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
 	if len(local) > 0 {
-		g.p = n.front.SettleAsync(n.persistCtx, local, nil, nil)
+		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
 	t.guest = g
 }

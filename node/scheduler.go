@@ -68,7 +68,7 @@ type scheduler struct {
 	// trip. A host without one is new: its first element takes the
 	// priority lane too, so a host found late in the crawl starts at once
 	// (its trip then goes on with the pages its own pages link to, see
-	// frontier.SettleAsyncTaking) instead of waiting behind every element
+	// frontier.Take) instead of waiting behind every element
 	// dispatched before it; the hosts a crawl ends with are such late
 	// finds. A collision makes a new host look known: it only waits its
 	// turn. Fixed size: 128 KiB.

@@ -646,13 +646,11 @@ func (t *hostTrip) settlePage() {
 	res := t.results[len(t.results)-1:]
 	room := t.room()
 	t.reserved += room
-	settle := n.front.SettleAsyncTaking
-	if t.next == len(t.items) {
-		// The list's last page: its write also takes what the host still
-		// has queued, and the trip goes on with it.
-		settle = n.front.SettleAsyncClaiming
-	}
-	t.settling = append(t.settling, settling{p: settle(n.persistCtx, t.host, room, local, res, nil), done: t.done, room: room})
+	// On the list's last page (Claim), the write also takes what the host
+	// still has queued, and the trip goes on with it.
+	take := &frontier.Take{Host: t.host, Room: room, Claim: t.next == len(t.items)}
+	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: take})
+	t.settling = append(t.settling, settling{p: p, done: t.done, room: room})
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
 }
@@ -778,7 +776,7 @@ func (t *hostTrip) commit() {
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 		return
 	}
-	k, err := n.front.Settle(ctx, local, t.results, t.refs(t.requeue))
+	k, err := n.front.Settle(ctx, frontier.SettleRequest{Found: local, Results: t.results, Requeue: t.refs(t.requeue)}).Wait()
 	if err != nil {
 		// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
 		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))

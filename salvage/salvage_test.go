@@ -26,7 +26,7 @@ type recordCase struct {
 	name  string
 	depth int
 	// set brings the record (already added IN_LIST unless it is made by
-	// AddDone or AddReplicas) to its state.
+	// cluster.Records.AddDone or AddReplicas) to its state.
 	set   func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error
 	state frontier.State
 	kind  cluster.Kind
@@ -53,11 +53,11 @@ var recordCases = []recordCase{
 	{"completed", 4, finish(frontier.Completed, "ok"), frontier.Completed, cluster.KindDone},
 	{"completed_robots", 5, finish(frontier.Completed, "robots"), frontier.Completed, cluster.KindDone},
 	{"moved_here_done", 6, func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error {
-		_, err := f.AddDone(ctx, []frontier.NewURL{u})
+		_, err := cluster.Records{Frontier: f}.AddDone(ctx, []frontier.NewURL{u})
 		return err
 	}, frontier.Completed, cluster.KindDone},
 	{"replica", 7, func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error {
-		_, err := f.AddReplicas(ctx, []frontier.NewURL{u})
+		_, err := cluster.Records{Frontier: f}.AddReplicas(ctx, []frontier.NewURL{u})
 		return err
 	}, frontier.Completed, cluster.KindReplica},
 }
@@ -225,7 +225,7 @@ func liveMember(t *testing.T) (*cluster.Exchange, *frontier.Frontier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := cluster.NewExchange(cluster.ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: cluster.StoreReceiver(f),
+	x, err := cluster.NewExchange(cluster.ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: cluster.StoreReceiver(cluster.Records{Frontier: f}),
 		OwnerOf: func(frontier.NewURL) string { return "live" }, AddrOf: func(string) (string, bool) { return "", false }, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
