@@ -25,14 +25,6 @@ type ClusterStatus struct {
 	Phase  PhaseStatus
 }
 
-// MemberStatus is one member of the cluster as this node sees it.
-type MemberStatus struct {
-	Name     string `json:"name"`
-	API      string `json:"api"`
-	Exchange string `json:"exchange"`
-	State    string `json:"state"` // alive, suspect, dead, left
-}
-
 // registerClusterMetrics registers the cluster layer's series.
 func (n *Node) registerClusterMetrics() error {
 	if cr, ok := n.cluster.(ClusterReporter); ok {
