@@ -17,8 +17,8 @@ import (
 const redirectMemory = 1 << 16
 
 // hardening holds what protects the node from hostile pages: the redirect
-// chain lengths and the count of URLs refused over a host's cap. (The API
-// token is the API's, package api.)
+// chain lengths and the count of URLs refused over a host's cap (the API
+// token is package api's).
 type hardening struct {
 	redirects   *lru.Cache[uint64, uint8] // fingerprint of a redirect target -> hops from its chain's start
 	overHostCap prometheus.CounterFunc    // URLs the frontier refused over max_pages_per_host
