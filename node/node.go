@@ -199,8 +199,8 @@ type Node struct {
 	client  *fetch.Client
 	robots  *fetch.Robots
 	scope   *fetch.Scope
-	out     *output // WARC files and crawl log (output.go)
-	api     *api.Server
+	out     *output     // WARC files and crawl log (output.go)
+	api     *api.Server // the HTTP API (api.go)
 	m       *Metrics
 	router  Router
 	split   LocalSplitter // router's view for workers (splitterOf)
@@ -217,7 +217,7 @@ type Node struct {
 	cluster io.Closer  // the cluster layer, closed before the frontier
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
-	hard      *hardening      // API token, redirect chain lengths (hardening.go)
+	hard      *hardening      // redirect chain lengths (hardening.go)
 	ctl       *control        // pause, resume and the crawl budget (control.go)
 	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
