@@ -149,14 +149,6 @@ type ClusterStatus struct {
 	Phase  PhaseStatus
 }
 
-// MemberStatus is one member of the cluster as this node sees it.
-type MemberStatus struct {
-	Name     string `json:"name"`
-	API      string `json:"api"`
-	Exchange string `json:"exchange"`
-	State    string `json:"state"` // alive, suspect, dead, left
-}
-
 // ClusterHook starts the cluster layer once the node's frontier is open
 // (the layer stores the URLs it receives there) and returns its delegates.
 type ClusterHook func(env ClusterEnv) (Cluster, error)

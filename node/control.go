@@ -1,12 +1,13 @@
 package node
 
 import (
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/phasecrawl/phasecrawl/api"
 )
 
 // Budget reasons: why a node whose crawl budget is spent starts no new
@@ -74,10 +75,10 @@ func (c *control) spend(reason string, now time.Time) {
 }
 
 // status is the budget part of GET /v1/status.
-func (c *control) status() BudgetStatus {
+func (c *control) status() api.BudgetStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := BudgetStatus{MaxPages: c.maxPages, MaxDurationS: c.maxDur.Seconds(), Reached: c.reached}
+	b := api.BudgetStatus{MaxPages: c.maxPages, MaxDurationS: c.maxDur.Seconds(), Reached: c.reached}
 	if !c.reachedAt.IsZero() {
 		at := c.reachedAt.UTC()
 		b.ReachedAt = &at
@@ -118,14 +119,6 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// BudgetStatus is the crawl budget in GET /v1/status.
-type BudgetStatus struct {
-	MaxPages     int64      `json:"max_pages"`      // 0: unlimited
-	MaxDurationS float64    `json:"max_duration_s"` // 0: unlimited
-	Reached      string     `json:"reached,omitempty"`
-	ReachedAt    *time.Time `json:"reached_at,omitempty"`
-}
-
 // Pause makes the node start no new request until Resume (requests in
 // flight finish). It reports whether the node was running before.
 func (n *Node) Pause() bool { return n.ctl.setPaused(true, "api") }
@@ -135,14 +128,6 @@ func (n *Node) Resume() bool { return n.ctl.setPaused(false, "api") }
 
 // Paused reports whether the node is paused.
 func (n *Node) Paused() bool { return n.ctl.paused.Load() }
-
-// handlePause serves POST /v1/pause and /v1/resume.
-func (n *Node) handlePause(pause bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		changed := n.ctl.setPaused(pause, r.RemoteAddr)
-		writeJSON(w, http.StatusOK, map[string]bool{"paused": pause, "changed": changed})
-	}
-}
 
 // gatedClock is the node's PhaseClock with the operator's gate: no phase
 // is open while the node is paused or its budget is spent.

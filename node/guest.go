@@ -307,7 +307,5 @@ func (t *hostTrip) flushGuest() {
 	}
 	n.guests.done(fp, time.Now())
 	n.m.GuestsFetched.Inc()
-	if err := n.clog.Write(g.entry); err != nil {
-		n.log.Error("crawl log", "error", err)
-	}
+	n.out.writeLog(g.entry)
 }

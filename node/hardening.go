@@ -1,122 +1,46 @@
 package node
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net/http"
-	"os"
-	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
-	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// minTokenLen is the shortest API token accepted.
-const minTokenLen = 16
-
 // redirectMemory is how many redirect targets remember their chain length.
 const redirectMemory = 1 << 16
 
-// hardening holds what protects the node from hostile input: the API token, the redirect
-// chain lengths and their metrics.
+// hardening holds what protects the node from hostile pages: the redirect
+// chain lengths and the count of URLs refused over a host's cap (the API
+// token is package api's).
 type hardening struct {
-	tokenHash    []byte                    // SHA-256 of the API token; nil: writes are open (loopback only)
-	redirects    *lru.Cache[uint64, uint8] // fingerprint of a redirect target -> hops from its chain's start
-	unauthorized prometheus.Counter        // API writes refused for a missing or wrong token
-	overHostCap  prometheus.CounterFunc    // URLs the frontier refused over max_pages_per_host
+	redirects   *lru.Cache[uint64, uint8] // fingerprint of a redirect target -> hops from its chain's start
+	overHostCap prometheus.CounterFunc    // URLs the frontier refused over max_pages_per_host
 }
 
-// initHardening loads the API token, refuses a non-loopback API without one, and registers
-// the hardening metrics. New calls it once the listener is open.
+// initHardening builds the redirect memory and registers the hardening
+// metrics.
 func (n *Node) initHardening() error {
 	h := &hardening{}
-	if n.cfg.APITokenFile != "" {
-		tok, err := loadAPIToken(n.cfg.APITokenFile)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(tok)
-		h.tokenHash = sum[:]
-	}
-	if n.ln != nil && h.tokenHash == nil && !config.IsLoopbackAddr(n.ln.Addr().String()) {
-		return fmt.Errorf("api_token_file: required: the API listens on %s, which is not a loopback address", n.ln.Addr())
-	}
 	var err error
 	if h.redirects, err = lru.New[uint64, uint8](redirectMemory); err != nil {
 		return fmt.Errorf("redirect memory: %w", err)
 	}
-	h.unauthorized = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "phasecrawl_api_unauthorized_total", Help: "API writes refused for a missing or wrong bearer token.",
-	})
 	front := n.front
 	h.overHostCap = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "phasecrawl_urls_over_host_cap_total", Help: "Discovered URLs refused because their host reached scope.max_pages_per_host (traps, infinite URL spaces).",
 	}, func() float64 { return float64(front.Skipped()) })
-	if err := n.m.Registry.Register(h.unauthorized); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
 	if err := n.m.Registry.Register(h.overHostCap); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	n.hard = h
 	return nil
-}
-
-// loadAPIToken reads the token: the file's first line, trimmed. Errors name the key and the
-// file, never the content.
-func loadAPIToken(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("api_token_file=%q: %w", path, err)
-	}
-	defer f.Close()
-	line, err := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
-	if err != nil && !errors.Is(err, bufio.ErrBufferFull) && len(line) == 0 {
-		return nil, fmt.Errorf("api_token_file=%q: empty file", path)
-	}
-	tok := bytes.TrimSpace(line)
-	if len(tok) < minTokenLen || errors.Is(err, bufio.ErrBufferFull) {
-		return nil, fmt.Errorf("api_token_file=%q: the token (first line) must be %d to 4095 characters", path, minTokenLen)
-	}
-	return bytes.Clone(tok), nil
-}
-
-// requireToken lets reads (GET, HEAD) through and asks every other request for the bearer
-// token when one is configured. Tokens are compared in constant time (of their SHA-256).
-func (n *Node) requireToken(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := n.hard
-		if h == nil || h.tokenHash == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if !h.authorized(r.Header.Get("Authorization")) {
-			h.unauthorized.Inc()
-			w.Header().Set("WWW-Authenticate", `Bearer realm="phasecrawl"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong bearer token (see api_token_file)"})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (h *hardening) authorized(header string) bool {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(header), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		tok = "" // still compared, so a missing header costs the same as a wrong one
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(sum[:], h.tokenHash) == 1 && ok
 }
 
 // followRedirect routes a 3xx's Location unless the chain that led here is already

@@ -2,8 +2,6 @@ package node
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +16,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -225,143 +222,6 @@ func TestHostSetAddAll(t *testing.T) {
 	if b, _ := os.ReadFile(p); string(b) != "a\nb\nc\n" {
 		t.Errorf("file = %q", b)
 	}
-}
-
-type seedEvent struct {
-	line int
-	raw  string
-	bad  bool
-}
-
-// refSeeds is a simple, whole-body reading of a seeds body, to compare readSeeds with.
-func refSeeds(body []byte) ([]seedEvent, bool) {
-	var ev []seedEvent
-	if t := bytes.TrimLeft(body, " \t\r\n\f\v"); len(t) > 0 && t[0] == '[' {
-		var elems []json.RawMessage
-		if json.Unmarshal(body, &elems) != nil {
-			return nil, false
-		}
-		for i, e := range elems {
-			var s string
-			if json.Unmarshal(e, &s) != nil || string(bytes.TrimSpace(e)) == "null" {
-				ev = append(ev, seedEvent{i + 1, "", true})
-			} else {
-				ev = append(ev, seedEvent{i + 1, s, false})
-			}
-		}
-		return ev, true
-	}
-	lines := strings.Split(string(body), "\n")
-	for i, l := range lines {
-		if len(l) >= maxSeedLine {
-			ev = append(ev, seedEvent{i + 1, "", true})
-			continue
-		}
-		if s := strings.TrimSpace(l); s != "" && !strings.HasPrefix(s, "#") {
-			ev = append(ev, seedEvent{i + 1, s, false})
-		}
-	}
-	return ev, true
-}
-
-func FuzzReadSeeds(f *testing.F) {
-	f.Add([]byte("http://a.example/\n# c\n\n  http://b.example/x  \r\nftp://c/\n"))
-	f.Add([]byte(`["http://a.example/", 5, "x", {"a":1}, null]`))
-	f.Add([]byte("\n\n\n[\"a\"]"))
-	f.Add([]byte("\n\n  http://late.example/"))
-	f.Add([]byte(`["a"`))
-	f.Add([]byte(`["a"] trailing`))
-	f.Add([]byte("[\"\\u00e9\\ud800\", \"\xff\"]"))
-	f.Add([]byte(strings.Repeat("x", maxSeedLine+10) + "\nhttp://after.example/\n"))
-	f.Add([]byte(strings.Repeat("y", maxSeedLine-1) + "\n" + strings.Repeat("z", maxSeedLine)))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var got []seedEvent
-		err := readSeeds(bytes.NewReader(body), func(line int, raw string) error {
-			got = append(got, seedEvent{line, raw, false})
-			return nil
-		}, func(line int, raw, msg string) {
-			if msg == "" || len(raw) > maxBadSeedMs {
-				t.Fatalf("bad line %d: empty reason or an unbounded echo (%d bytes)", line, len(raw))
-			}
-			got = append(got, seedEvent{line, "", true})
-		})
-		if err != nil && !errors.Is(err, errSeedBody) {
-			t.Fatalf("readSeeds: %v (not a body error)", err)
-		}
-		for i := 1; i < len(got); i++ {
-			if got[i].line <= got[i-1].line {
-				t.Fatalf("line numbers not increasing: %v", got)
-			}
-		}
-		want, ok := refSeeds(body)
-		if !ok {
-			if err == nil {
-				t.Fatalf("invalid JSON body accepted: %q", body)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("valid body refused: %v", err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("readSeeds = %v\nwant        %v", got, want)
-		}
-	})
-}
-
-// countRouter counts what it is given.
-type countRouter struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
-
-func (r *countRouter) ShareRobots(fetch.RobotsRecord) {}
-
-func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.n += len(urls)
-	return len(urls), nil
-}
-
-// FuzzSeedsHandler posts arbitrary bodies to POST /v1/seeds of a node with a counting router:
-// never a panic or a 500, always a JSON answer whose counts add up.
-func FuzzSeedsHandler(f *testing.F) {
-	f.Add([]byte("http://a.example/\nhttp://b.example/x\nftp://c/\n"))
-	f.Add([]byte(`["http://a.example/", "mailto:x@y", 3]`))
-	f.Add([]byte(`[`))
-	f.Add([]byte("http://[::1]:99999/\nhttp://a.example:0/\nhttp://\x01x/\n"))
-	f.Add([]byte(strings.Repeat("http://a.example/", 5000)))
-	scope, err := fetch.NewScope(fetch.ScopeConfig{AllowDomains: []string{"example"}})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		r := &countRouter{}
-		n := &Node{scope: scope, router: r, wake: make(chan struct{}, 1)}
-		rec := httptest.NewRecorder()
-		n.handleSeeds(rec, httptest.NewRequest(http.MethodPost, "/v1/seeds", bytes.NewReader(body)))
-		if rec.Code != 200 && rec.Code != 400 {
-			t.Fatalf("status %d: %s", rec.Code, rec.Body)
-		}
-		var res SeedResult
-		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
-			t.Fatalf("answer is not a SeedResult: %v: %s", err, rec.Body)
-		}
-		if len(res.Bad) > maxBadSeeds || len(res.Bad) > res.BadTotal || res.Added != r.n || res.Added+res.BadTotal > res.Given {
-			t.Fatalf("counts do not add up: %+v (routed %d)", res, r.n)
-		}
-		for i := 1; i < len(res.Bad); i++ {
-			if res.Bad[i].Line <= res.Bad[i-1].Line {
-				t.Fatalf("bad lines not in line order: %+v", res.Bad)
-			}
-		}
-		if (rec.Code == 400) != (res.BadTotal > 0 || res.Error != "") {
-			t.Fatalf("status %d with %d bad lines and error %q", rec.Code, res.BadTotal, res.Error)
-		}
-	})
 }
 
 // TestIdleConns: fetch.max_idle_conns is kept under half the open-file limit.

@@ -1,8 +1,8 @@
 // Package node wires one phasecrawl node: the scheduler loop that moves URLs
 // from the bbolt frontier into the prime-column bucket (KSpider §3.4), the
 // workers that fetch a dispatched element's list over one connection to its
-// host, the retry lane for STALLED URLs, the outputs (WARC, crawl log) and
-// the HTTP API.
+// host, the retry lane for STALLED URLs and the outputs (WARC, crawl log;
+// output.go). Its HTTP API is package api, on the node's side api.go.
 //
 // Data flows one way: config -> node -> (frontier <-> bucket) -> fetch ->
 // Router (the local frontier, or in a cluster the owner's frontier). The
@@ -12,30 +12,25 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/api"
 	"github.com/phasecrawl/phasecrawl/bandwidth"
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
-	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/fetch/dnscache"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// crawlLogName is the crawl log's file name in the data directory.
-const crawlLogName = "crawl.log"
 
 // Options are the parts of a node that launch.New and the tests set.
 type Options struct {
@@ -63,13 +58,9 @@ type Node struct {
 	client *fetch.Client
 	robots *fetch.Robots
 	scope  *fetch.Scope
-	warc   *archive.WARCWriter
-	// crashWARC are the WARC files an earlier process left open (killed),
-	// repaired at start: recoverArchived settles from them the pages it
-	// fetched but had not recorded.
-	crashWARC []string
-	clog      *archive.CrawlLog
-	m         *Metrics
+	out    *output     // WARC files and crawl log (output.go)
+	api    *api.Server // the HTTP API (api.go)
+	m      *Metrics
 	// The cluster layer's delegates (Cluster, cluster.go).
 	router        Router
 	split         LocalSplitter
@@ -87,10 +78,9 @@ type Node struct {
 	bwOn          bool       // sites are paced or have deadlines (bandwidth.go)
 	backoff       *backoffs  // per-host server back-off (backoff.go)
 	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
-	ln            net.Listener
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
-	hard      *hardening      // API token, redirect chain lengths (hardening.go)
+	hard      *hardening      // redirect chain lengths (hardening.go)
 	ctl       *control        // pause, resume and the crawl budget (control.go)
 	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
@@ -265,40 +255,10 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if cfg.WARC.Enabled {
-		dir := filepath.Join(cfg.Data, "warc")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("node: warc directory: %w", err)
-		}
-		if rep, err := archive.Recover(dir); err != nil {
-			return nil, fmt.Errorf("node: recover WARC files: %w", err)
-		} else if len(rep.Files) > 0 {
-			n.log.Info("recovered WARC files left open by a crash", "files", len(rep.Files))
-			for _, f := range rep.Files {
-				if !f.Removed && f.Final != "" {
-					n.crashWARC = append(n.crashWARC, f.Final)
-				}
-			}
-		}
-		wc := archive.DefaultWARCConfig(dir)
-		wc.Prefix, wc.MaxSize, wc.Software = "phasecrawl-"+cfg.Name, cfg.WARC.MaxSize, "phasecrawl/0.1"
-		wc.StoreRequests = cfg.WARC.Compression != config.WARCCompressAll
-		wc.CompressionLevel = cfg.WARC.CompressionLevel
-		if n.warc, err = archive.NewWARCWriter(wc); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
-		}
-	}
-	if n.clog, err = archive.OpenCrawlLog(filepath.Join(cfg.Data, crawlLogName)); err != nil {
+	if n.out, err = openOutput(cfg, n.log); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.warc != nil {
-		// A page's crawl log line never reaches the file before its WARC
-		// records (recoverArchived relies on it): each has its own flush
-		// delay, and the log's could fire between a WARC flush and the
-		// next page's records.
-		n.clog.SetBeforeFlush(n.flushWARC)
-	}
-	n.front.SetBeforeCommit(n.flushOutputs)
+	n.front.SetBeforeCommit(n.out.flush)
 	n.takeCluster(cl)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -318,12 +278,17 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := n.initRecrawl(); err != nil {
 		return nil, fmt.Errorf("node: recrawl metrics: %w", err)
 	}
-	if opts.Listener != nil {
-		n.ln = opts.Listener
-	} else if cfg.HTTP != "" {
-		if n.ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
+	ln := opts.Listener
+	if ln == nil && cfg.HTTP != "" {
+		if ln, err = net.Listen("tcp", cfg.HTTP); err != nil {
 			return nil, fmt.Errorf("node: API listen on %s (key http): %w", cfg.HTTP, err)
 		}
+	}
+	if n.api, err = n.newAPI(ln); err != nil {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := n.initHardening(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -350,10 +315,10 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 
 // Addr returns the API's listen address (nil if the API is off).
 func (n *Node) Addr() net.Addr {
-	if n.ln == nil {
+	if n.api == nil {
 		return nil
 	}
-	return n.ln.Addr()
+	return n.api.Addr()
 }
 
 // Frontier returns the node's frontier (read-only use: counts, records).
@@ -369,17 +334,13 @@ func (n *Node) Metrics() *Metrics { return n.m }
 func (n *Node) Run(ctx context.Context) error {
 	defer n.closeResources()
 	var wg sync.WaitGroup
-	var srv *http.Server
-	if n.ln != nil {
-		srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(n.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				n.log.Error("API server stopped", "error", err)
-			}
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := n.api.Serve(); err != nil {
+			n.log.Error("API server stopped", "error", err)
+		}
+	}()
 	// Workers get their own context: at shutdown they may finish in-flight
 	// fetches for up to shutdown_timeout after ctx is done.
 	workCtx, stopWork := context.WithCancel(context.Background())
@@ -421,14 +382,13 @@ func (n *Node) Run(ctx context.Context) error {
 		defer wg.Done()
 		n.planLoop(ctx)
 	}()
-	if len(n.crashWARC) > 0 {
+	if crashed := n.out.crashed(); len(crashed) > 0 {
 		// Before the scheduler runs: these pages are IN_LIST again.
-		if k, err := n.recoverArchived(ctx); err != nil {
+		if k, err := n.recoverArchived(ctx, crashed); err != nil {
 			n.log.Error("settle the pages archived before the crash (they will be fetched again)", "error", err, "settled", k)
 		} else {
-			n.log.Info("settled the pages archived but not recorded before the crash", "pages", k, "files", len(n.crashWARC))
+			n.log.Info("settled the pages archived but not recorded before the crash", "pages", k, "files", len(crashed))
 		}
-		n.crashWARC = nil
 	}
 	n.ready.Store(true)
 	n.log.Info("node running", "api", n.Addr())
@@ -461,11 +421,9 @@ func (n *Node) Run(ctx context.Context) error {
 		<-allDone
 	}
 	close(drainStop)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = n.api.Shutdown(sctx)
+	cancel()
 	wg.Wait()
 	c := n.front.Counts()
 	n.log.Info("node stopped", "pages", n.pages.Load(), "in_list", c.InList, "in_progress", c.InProgress, "completed", c.Completed, "stalled", c.Stalled)
@@ -484,42 +442,14 @@ func idleConns(want int, fdLimit uint64, log *slog.Logger) int {
 	return got
 }
 
-// flushOutputs writes the buffered WARC records and crawl-log lines to
-// their files. The frontier calls it before each commit: a page whose
-// result is recorded has its records and its line in the files (a kill -9
-// cannot take them), and a page whose records were lost in a buffer is not
-// recorded, so it is fetched again.
-func (n *Node) flushOutputs() {
-	n.flushWARC()
-	if err := n.clog.Flush(); err != nil {
-		n.log.Error("crawl log", "error", err)
-	}
-}
-
-// flushWARC writes the buffered WARC records (if WARC output is on).
-func (n *Node) flushWARC() {
-	if n.warc != nil {
-		if err := n.warc.Flush(); err != nil {
-			n.log.Error("WARC write", "error", err)
-		}
-	}
-}
-
 // closeResources flushes and closes every output and the frontier, once.
 func (n *Node) closeResources() {
 	n.closeOnce.Do(func() {
-		if n.ln != nil {
-			_ = n.ln.Close()
+		if n.api != nil {
+			n.api.Close()
 		}
-		if n.warc != nil {
-			if err := n.warc.Close(); err != nil {
-				n.log.Error("close WARC", "error", err)
-			}
-		}
-		if n.clog != nil {
-			if err := n.clog.Close(); err != nil {
-				n.log.Error("close crawl log", "error", err)
-			}
+		if n.out != nil {
+			n.out.close()
 		}
 		if n.client != nil {
 			n.client.Close()

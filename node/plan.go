@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"math"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,33 +25,6 @@ import (
 
 // planRefresh is how often the spare time is computed again.
 const planRefresh = 30 * time.Second
-
-// PlanSite is one row of GET /v1/plan.
-type PlanSite struct {
-	Host     string     `json:"host"`
-	Priority int        `json:"priority"`
-	RevisitS float64    `json:"revisit_s"`
-	NextDue  *time.Time `json:"next_due"`
-	// LastRoundS is the host's round time: its latest round as measured
-	// (the time its trips held a worker; LastRoundMeasured) or, before
-	// one was measured, its pages times its politeness delay; times the
-	// phase count.
-	LastRoundS        float64 `json:"last_round_s"`
-	LastRoundMeasured bool    `json:"last_round_measured"`
-	Pages             int64   `json:"pages"`
-	Bytes             int64   `json:"bytes"`
-	DeadlineS         float64 `json:"deadline_s"`
-}
-
-// PlanPage is GET /v1/plan's answer: a page of sites in host order (next:
-// the host to pass as ?after= for the next page, "" at the end) and the
-// plan's spare time over every site (null before it was computed, or
-// without any site to revisit).
-type PlanPage struct {
-	Sites  []PlanSite `json:"sites"`
-	Next   string     `json:"next"`
-	SpareS *float64   `json:"spare_s"`
-}
 
 // roundEstimate is the round time of the host hs: its latest measured
 // round (measured true), else pages × max(delay, Crawl-delay); times the
@@ -196,24 +167,12 @@ func (n *Node) spareGauge() prometheus.Collector {
 	})
 }
 
-// maxPlanPage bounds the sites of one GET /v1/plan page.
-const maxPlanPage = 1000
-
-// handlePlan answers GET /v1/plan?after=HOST&limit=N (default 100, at most 1000).
-func (n *Node) handlePlan(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 1 || k > maxPlanPage {
-			http.Error(w, "limit: must be 1..1000", http.StatusBadRequest)
-			return
-		}
-		limit = k
-	}
-	hs, next, err := n.front.Hosts(r.URL.Query().Get("after"), limit)
+// planPage is a page of the revisit plan (GET /v1/plan): at most limit
+// hosts whose name sorts after after, in name order.
+func (n *Node) planPage(after string, limit int) (PlanPage, error) {
+	hs, next, err := n.front.Hosts(after, limit)
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+		return PlanPage{}, err
 	}
 	page := PlanPage{Sites: make([]PlanSite, 0, len(hs)), Next: next, SpareS: n.spare.Load()}
 	for _, h := range hs {
@@ -223,5 +182,5 @@ func (n *Node) handlePlan(w http.ResponseWriter, r *http.Request) {
 		}
 		page.Sites = append(page.Sites, s)
 	}
-	writeJSON(w, http.StatusOK, page)
+	return page, nil
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -23,7 +22,8 @@ type archivedPage struct {
 }
 
 // recoverArchived settles the pages an earlier process of this node fetched
-// and archived but had not recorded when it was killed. A page is archived
+// and archived but had not recorded when it was killed, from the WARC files
+// it left open (crashed, output.crashed). A page is archived
 // (one write(2) of its WARC records) before its frontier write is even
 // submitted, and the frontier commits in groups, so after kill -9 the
 // frontier has the last pages fetched back IN_LIST while the WARC file left
@@ -34,9 +34,9 @@ type archivedPage struct {
 // sent again. It runs once at start, before the scheduler, and returns the
 // number of pages it settled. A page it cannot rebuild is left IN_LIST (it
 // is fetched again).
-func (n *Node) recoverArchived(ctx context.Context) (int, error) {
+func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, error) {
 	found := map[uint64]*archivedPage{}
-	for _, path := range n.crashWARC {
+	for _, path := range crashed {
 		err := archive.EachResponse(path, func(h archive.RecordHeader, block []byte) error {
 			target := h.TargetURI
 			ref := frontier.RefOf(target)
@@ -72,7 +72,7 @@ func (n *Node) recoverArchived(ctx context.Context) (int, error) {
 	for _, p := range found {
 		oldest = minTime(oldest, p.at)
 	}
-	logged, err := archive.LoggedSince(filepath.Join(n.cfg.Data, crawlLogName), oldest.Add(-time.Minute), 2*time.Minute)
+	logged, err := n.out.loggedSince(oldest.Add(-time.Minute), 2*time.Minute)
 	if err != nil {
 		return 0, fmt.Errorf("node: recover archived pages: %w", err)
 	}

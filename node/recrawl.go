@@ -112,7 +112,7 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 // archiveAs archives a page's exchange: as a revisit record when rv is
 // set, else in full (page, when set, holds the capture time to use).
 func (t *hostTrip) archiveAs(resp *fetch.Response, page *frontier.PageState, rv *archive.Revisit) {
-	if t.n.warc == nil {
+	if !t.n.out.archiving() {
 		return
 	}
 	var date time.Time
@@ -122,9 +122,7 @@ func (t *hostTrip) archiveAs(resp *fetch.Response, page *frontier.PageState, rv 
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
 	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Date: date, Request: resp.RequestDump, Response: head, Body: resp.RawBody,
 		Truncated: resp.Truncated, Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType), Revisit: rv}
-	if err := t.n.warc.Write(x); err != nil {
-		t.n.log.Error("WARC write", "error", err)
-	}
+	t.n.out.writeWARC(x)
 }
 
 // releaseDue moves the URLs whose revisit is due to the queue, and

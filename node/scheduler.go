@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
@@ -40,39 +39,22 @@ type scheduler struct {
 	dirty   bool // something changed since this pass began (URLs added, elements freed): pass again
 	idle    bool // the last pass saw the bucket as it is now: don't rescan until something changes
 	phase   int
-	nphase  int            // the phase count the frontier's queue is keyed by
-	pending []bucket.Batch // dispatched, waiting for a free worker; the first nprio are slow or new hosts'
-	nprio   int
-	dead    []bucket.Batch // dispatched elements of inactive hosts, waiting for a dead-link lane worker
-	passAt  time.Time      // when the current (or last) pass over the window started
+	nphase  int       // the phase count the frontier's queue is keyed by
+	passAt  time.Time // when the current (or last) pass over the window started
+
+	// dispatchQueue holds the dispatched elements waiting for a free
+	// worker (dispatch.go).
+	dispatchQueue
+	// hostSpeeds tells the hosts whose elements take the priority lane:
+	// new and slow ones (dispatch.go).
+	hostSpeeds
 
 	// URLs placed in the bucket whose move to IN_PROGRESS is not committed
 	// yet: a scan may still return them as IN_LIST and must skip them.
 	marking map[uint64]struct{}
 	marks   []pendingMark // in submission order
 
-	// slow holds the hosts whose last trip was slow: its time per request
-	// (finished.perPage: the host's delay, a Crawl-delay included, plus its
-	// mean response time) was at least slowFactor times pageAvg, the mean
-	// over recent trips of all hosts. A crawl ends with such a host's chain
-	// of trips, each one's links found by the one before. Their elements
-	// take a priority lane: dispatched at the end of the pass that placed
-	// them, whatever max_queue_wait, and handed to the next free worker
-	// before the other dispatched elements (which could otherwise hold them
-	// back for a second or more when every worker is busy).
-	slow    map[string]struct{}
-	pageAvg time.Duration
-	urgent  []string // slow and new hosts placed in the bucket during this pass
-
-	// tripped has a bit set for each host (by hash) that has finished a
-	// trip. A host without one is new: its first element takes the
-	// priority lane too, so a host found late in the crawl starts at once
-	// (its trip then goes on with the pages its own pages link to, see
-	// frontier.Take) instead of waiting behind every element
-	// dispatched before it; the hosts a crawl ends with are such late
-	// finds. A collision makes a new host look known: it only waits its
-	// turn. Fixed size: 128 KiB.
-	tripped []uint64
+	urgent []string // slow and new hosts placed in the bucket during this pass
 
 	// costs is, in a recurring crawl (nil otherwise), each host's round
 	// cost as the plan has it (roundEstimate: its latest measured round,
@@ -90,36 +72,6 @@ type scheduler struct {
 	timing  []*frontier.Pending
 }
 
-// trippedBits is the size of scheduler.tripped in bits.
-const trippedBits = 1 << 20
-
-// trippedBit is host's word in scheduler.tripped and its bit in that word.
-func trippedBit(host string) (word int, bit uint64) {
-	b := frontier.HostHash(host) % trippedBits
-	return int(b / 64), 1 << (b % 64)
-}
-
-// known reports whether host has finished a trip (or collides with one that has).
-func (s *scheduler) known(host string) bool {
-	w, bit := trippedBit(host)
-	return s.tripped[w]&bit != 0
-}
-
-// tripDone records that host has finished a trip.
-func (s *scheduler) tripDone(host string) {
-	w, bit := trippedBit(host)
-	s.tripped[w] |= bit
-}
-
-// priority reports whether host's elements take the priority lane: it is
-// slow, or new.
-func (s *scheduler) priority(host string) bool {
-	if _, ok := s.slow[host]; ok {
-		return true
-	}
-	return !s.known(host)
-}
-
 // pendingMark is an asynchronous MarkInProgress of the URLs refs.
 type pendingMark struct {
 	p    *frontier.Pending
@@ -128,7 +80,7 @@ type pendingMark struct {
 
 // newScheduler returns n's scheduler state, knowing no host yet.
 func newScheduler(n *Node) *scheduler {
-	return &scheduler{n: n, marking: make(map[uint64]struct{}), slow: make(map[string]struct{}), tripped: make([]uint64, trippedBits/64)}
+	return &scheduler{n: n, marking: make(map[uint64]struct{}), hostSpeeds: newHostSpeeds()}
 }
 
 // schedule runs the scheduler until ctx is done, then hands back to the
@@ -189,7 +141,7 @@ func (n *Node) schedule(ctx context.Context) {
 				break collect
 			}
 		}
-		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: len(s.pending) + len(s.dead)})
+		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: s.waiting()})
 
 		var jobs, deadJobs chan bucket.Batch
 		var next, deadNext bucket.Batch
@@ -259,54 +211,40 @@ func (n *Node) schedule(ctx context.Context) {
 // hosts' rounds first (LPT as a list, docs/design/planning.md).
 func (s *scheduler) enqueue(bs []bucket.Batch) {
 	ranked := s.n.sitePriorities()
+	var rankOf func(host string) rank // nil: arrival order
+	if ranked || s.costs != nil {
+		rankOf = func(host string) rank { return s.rank(host, ranked) }
+	}
 	for _, b := range bs {
 		if s.n.deadJobs != nil && s.n.inactive.has(b.Host) {
-			s.dead = append(s.dead, b) // the dead-link lane (deadlane.go)
+			s.pushDead(b) // the dead-link lane (deadlane.go)
 			continue
 		}
-		r := 0
-		if ranked {
-			r = s.n.sitePriority(b.Host)
-		}
-		c := s.costs[b.Host]              // 0 without costs
-		lo, hi := s.nprio, len(s.pending) // the part b joins
-		if s.priority(b.Host) || r > 0 {
-			lo, hi = 0, s.nprio
-			s.nprio++
-		}
-		at := hi
-		if ranked || s.costs != nil { // after the last element of its part that ranks at least as high
-			for at > lo && s.below(s.pending[at-1].Host, r, c, ranked) {
-				at--
-			}
-		}
-		s.pending = slices.Insert(s.pending, at, b)
+		r := s.rank(b.Host, ranked)
+		s.push(b, s.priority(b.Host) || r.site > 0, r, rankOf)
 	}
 }
 
-// below reports whether host waits behind an element of site priority r
-// and round cost c: its priority is lower, or the same with a smaller cost.
-func (s *scheduler) below(host string, r int, c time.Duration, ranked bool) bool {
-	hr := 0
+// rank is host's site priority (with ranked: some sites: entry sets one)
+// and round cost (0 without costs).
+func (s *scheduler) rank(host string, ranked bool) rank {
+	r := rank{cost: s.costs[host]}
 	if ranked {
-		hr = s.n.sitePriority(host)
+		r.site = s.n.sitePriority(host)
 	}
-	return hr < r || hr == r && s.costs[host] < c
+	return r
 }
 
 // handedOut drops s.pending[0], which a worker took.
 func (s *scheduler) handedOut() {
 	s.startTrip(s.pending[0].ID)
-	s.pending = s.pending[1:]
-	if s.nprio > 0 {
-		s.nprio--
-	}
+	s.took()
 }
 
 // deadHandedOut drops s.dead[0], which a dead-link lane worker took.
 func (s *scheduler) deadHandedOut() {
 	s.startTrip(s.dead[0].ID)
-	s.dead = s.dead[1:]
+	s.deadTook()
 }
 
 // startTrip remembers when a worker took element id (a recurring crawl only).
@@ -497,22 +435,8 @@ func (s *scheduler) fill(now time.Time, phase int) {
 // finish moves a fetched element to TIMEWAIT for its host's delay and
 // remembers that the host is known now, and whether it is slow.
 func (s *scheduler) finish(f finished) {
-	s.tripDone(f.host)
+	s.report(f.host, f.perPage)
 	s.endTrip(f)
-	if f.perPage > 0 {
-		if s.pageAvg > 0 && f.perPage >= slowFactor*s.pageAvg {
-			if len(s.slow) < maxSlow {
-				s.slow[f.host] = struct{}{}
-			}
-		} else {
-			delete(s.slow, f.host)
-		}
-		if s.pageAvg == 0 {
-			s.pageAvg = f.perPage
-		} else {
-			s.pageAvg += (f.perPage - s.pageAvg) / pageAvgWeight
-		}
-	}
 	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
 		s.n.log.Error("scheduler: finish element", "error", err)
 	}

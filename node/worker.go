@@ -471,9 +471,7 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth, Due: due})
 	}
 	if log {
-		if err := n.clog.Write(entry); err != nil {
-			n.log.Error("crawl log", "error", err)
-		}
+		n.out.writeLog(entry)
 	}
 	t.settlePage()
 }
@@ -615,15 +613,12 @@ func (t *hostTrip) stall(res *frontier.Result, entry *archive.LogEntry, it bucke
 }
 
 func (t *hostTrip) archive(resp *fetch.Response) {
-	if t.n.warc == nil {
+	if !t.n.out.archiving() {
 		return
 	}
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
-	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: head, Body: resp.RawBody, Truncated: resp.Truncated,
-		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)}
-	if err := t.n.warc.Write(x); err != nil {
-		t.n.log.Error("WARC write", "error", err)
-	}
+	t.n.out.writeWARC(archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: head, Body: resp.RawBody, Truncated: resp.Truncated,
+		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)})
 }
 
 // settlePage records the page just finished (the last of t.results) with

@@ -273,3 +273,69 @@ func LoggedSince(path string, since time.Time, slack time.Duration) (map[string]
 	}
 	return logged, nil
 }
+
+// crawlLogMaxTail is how far back from its end TailCrawlLog reads a crawl log at most.
+const crawlLogMaxTail = 4 << 20
+
+// TailCrawlLog returns the last k whole lines of the crawl log at path that
+// are JSON objects, oldest first, reading at most 4 MiB back from its end.
+// A missing file has no lines.
+func TailCrawlLog(path string, k int) ([]json.RawMessage, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return []json.RawMessage{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("crawl log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("crawl log: %w", err)
+	}
+	const chunk = 64 << 10
+	end := fi.Size()
+	pos := end
+	var data []byte
+	for pos > 0 && end-pos < crawlLogMaxTail && bytes.Count(data, []byte{'\n'}) <= k {
+		size := min(int64(chunk), pos)
+		buf := make([]byte, size)
+		if _, err := f.ReadAt(buf, pos-size); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("crawl log %s: %w", path, err)
+		}
+		pos -= size
+		data = append(buf, data...)
+	}
+	// Whole lines only: drop a torn last line, and the first when the read
+	// began inside it.
+	if i := bytes.LastIndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	} else {
+		data = nil
+	}
+	if pos > 0 {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		} else {
+			data = nil
+		}
+	}
+	out := []json.RawMessage{}
+	for len(data) > 0 && len(out) < k {
+		line := data
+		i := bytes.LastIndexByte(data, '\n')
+		if i >= 0 {
+			line, data = data[i+1:], data[:i]
+		} else {
+			data = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] == '{' && json.Valid(line) {
+			out = append(out, json.RawMessage(bytes.Clone(line)))
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
+}

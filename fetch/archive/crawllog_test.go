@@ -267,3 +267,43 @@ func TestCrawlLogBeforeFlush(t *testing.T) {
 		t.Fatalf("file sizes seen by the hook %v (file now %d bytes): want 0, then the first line only", sizes, fi.Size())
 	}
 }
+
+func TestTailCrawlLog(t *testing.T) {
+	long := `{"url":"` + strings.Repeat("x", 70<<10) + `"}`
+	tests := []struct {
+		name string
+		file string // "" : no file
+		k    int
+		want []string
+	}{
+		{"missing file", "", 5, nil},
+		{"empty", "\n", 5, nil},
+		{"last k", `{"a":1}` + "\n" + `{"a":2}` + "\n" + `{"a":3}` + "\n", 2, []string{`{"a":2}`, `{"a":3}`}},
+		{"fewer than k", `{"a":1}` + "\n", 10, []string{`{"a":1}`}},
+		{"torn last line dropped", `{"a":1}` + "\n" + `{"a":2`, 5, []string{`{"a":1}`}},
+		{"not JSON skipped", `{"a":1}` + "\n" + "garbage\n\n" + `{"a":3}` + "\n", 5, []string{`{"a":1}`, `{"a":3}`}},
+		{"line longer than a read chunk", `{"a":1}` + "\n" + long + "\n" + `{"a":3}` + "\n", 3, []string{`{"a":1}`, long, `{"a":3}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "crawl.log")
+			if tc.file != "" {
+				if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := TailCrawlLog(path, tc.k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d lines, want %d", len(got), len(tc.want))
+			}
+			for i := range got {
+				if string(got[i]) != tc.want[i] {
+					t.Errorf("line %d = %.40q, want %.40q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
