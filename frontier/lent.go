@@ -15,7 +15,9 @@ import (
 // IN_LIST record takes the result as if it had been fetched here (IN_LIST
 // -> COMPLETED, or STALLED for a retry, Tries counted, host statistics
 // updated); an IN_PROGRESS one (being fetched here as well) takes it too,
-// and its own result is then ignored as stale. Records in any other state,
+// and its own result is then ignored as stale. A result with a page
+// digest and no change known (the holder had no earlier capture) is
+// compared with the record's digest. Records in any other state,
 // records a rebalance claimed (being moved to another node) and unknown
 // fingerprints are left alone. It returns, for each result,
 // whether it was recorded.
@@ -35,10 +37,23 @@ func (f *Frontier) SettleLent(ctx context.Context, rs []Result) ([]bool, error) 
 			if st.claimed(key) {
 				continue // being moved to another node: the result goes there
 			}
+			r := rs[i]
+			if r.Change == ChangeUnknown && r.Page != nil && r.Page.HasDigest() {
+				// The holder had no earlier capture to compare with: the
+				// record has it.
+				if s, ok, err := st.get(key); err != nil {
+					return 0, fmt.Errorf("settle lent: %w", err)
+				} else if ok && s.Page.HasDigest() {
+					r.Change = Changed
+					if s.Page.Digest == r.Page.Digest {
+						r.Change = Unchanged
+					}
+				}
+			}
 			if _, err := st.mark([]keyRef{key}); err != nil {
 				return 0, fmt.Errorf("settle lent: %w", err)
 			}
-			k, err := st.finish(rs[i : i+1])
+			k, err := st.finish([]Result{r})
 			if err != nil {
 				return 0, fmt.Errorf("settle lent: %w", err)
 			}

@@ -99,3 +99,49 @@ func TestScanSince(t *testing.T) {
 		t.Error("ScanSince accepted a phase out of range")
 	}
 }
+
+// TestSettleLentRevisit: a lent page's outcome makes the record due again
+// as the owner's own fetch does (its Revisit), keeps the page's validators
+// and digest, and, when the holder had nothing to compare with, tells a
+// change by the record's digest (an adaptive interval grows when the page
+// did not change and shrinks when it did).
+func TestSettleLentRevisit(t *testing.T) {
+	const u = "http://a.test/r"
+	f := open(t, nil)
+	if _, err := f.Add(ctx, []NewURL{{URL: u, Host: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	sched := Schedule{Interval: time.Hour, Adaptive: true}
+	settle := func(digest byte) Record {
+		t.Helper()
+		p := &PageState{ETag: `"e"`, Digest: [20]byte{digest}, Archived: time.UnixMilli(time.Now().UnixMilli())}
+		before := time.Now()
+		done, err := f.SettleLent(ctx, []Result{{FP: Fingerprint(u), Host: "a.test", State: Completed, Status: 200, Reason: "ok", Revisit: sched, Page: p}})
+		if err != nil || !done[0] {
+			t.Fatalf("SettleLent = %v, %v", done, err)
+		}
+		r := mustGet(t, f, u)
+		if r.State != Completed || r.Page.Digest != p.Digest || r.Page.ETag != p.ETag || r.Due.Before(before.Add(r.Page.Interval)) {
+			t.Fatalf("settled: %+v, want COMPLETED with the page's state, due %v after the fetch", r, r.Page.Interval)
+		}
+		return r
+	}
+	release := func() {
+		t.Helper()
+		if n, err := f.ReleaseDue(ctx, time.Now().Add(24*time.Hour), 0); err != nil || n != 1 {
+			t.Fatalf("ReleaseDue = %d, %v", n, err)
+		}
+	}
+	if r := settle(1); r.Page.Interval != time.Hour {
+		t.Errorf("first fetch: interval %v, want 1h", r.Page.Interval)
+	}
+	release()
+	near := func(a, b time.Duration) bool { return a-b < time.Millisecond && b-a < time.Millisecond }
+	if r := settle(1); !near(r.Page.Interval, time.Hour*14/10) {
+		t.Errorf("the same digest: interval %v, want 1h24m (unchanged: ×1.4)", r.Page.Interval)
+	}
+	release()
+	if r := settle(2); !near(r.Page.Interval, time.Hour*14/10*8/10) {
+		t.Errorf("another digest: interval %v, want ×0.8 (changed)", r.Page.Interval)
+	}
+}
