@@ -359,8 +359,11 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 			}
 		}
 	}
-	if err == nil && foreign {
-		signal(c.rebKick) // moved here by a member whose view differs: move them on
+	if err == nil && (foreign || c.ring.Load() != ring) {
+		// Moved here by a member whose view differs, or stored under a
+		// ring that changed meanwhile (a rebalance may have scanned the
+		// frontier before they were stored): move them on.
+		signal(c.rebKick)
 	}
 	if n > 0 && (kind == KindNew || kind == KindMoved) {
 		if c.cfg.Wake != nil {
