@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
@@ -61,6 +62,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", 1, "cluster nodes, on 127.0.0.1 ... 127.0.0.N (1..50; loopback aliases, as Linux has)")
 	phase := fs.Duration("phase-duration", 2*time.Second, "phase epoch of a cluster (--nodes > 1)")
 	lend := fs.Bool("lend", config.Default().Cluster.Lend, "lend waiting URLs to the member working on their host's phase (cluster.lend; --nodes > 1)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the crawl (from the seeds to the end) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +139,17 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	deadline := time.After(*timeout)
@@ -166,6 +179,9 @@ wait:
 	}
 	fmt.Fprintln(stderr)
 	elapsed := time.Since(start)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	var shares []demoShare
 	for _, d := range dn {
 		shares = append(shares, demoShare{Name: d.name, Addr: d.ip, Pages: d.n.Status().PagesFetched})

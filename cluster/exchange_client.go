@@ -141,7 +141,8 @@ func (e Entry) Valid() error { return checkEntry(e) }
 // EntrySize is the encoded size of e in a batch.
 func EntrySize(e Entry) int { return len(appendEntry(nil, e)) }
 
-// String returns the kind's name: "new", "done", "moved" or "replica".
+// String returns the kind's name: "new", "done", "moved", "replica",
+// "scope", "robots", "lend" or "outcome".
 func (k Kind) String() string {
 	switch k {
 	case KindNew:
@@ -156,6 +157,10 @@ func (k Kind) String() string {
 		return "scope"
 	case KindRobots:
 		return "robots"
+	case KindLend:
+		return "lend"
+	case KindOutcome:
+		return "outcome"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

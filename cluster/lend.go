@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -258,14 +259,21 @@ func (l *lending) returned(fp uint64, holder string, epoch int64) {
 	}
 }
 
-// expire forgets the expired marks of holders not pending and returns
-// how many it forgot.
-func (l *lending) expire(now time.Time) int {
+// expire forgets the expired marks of holders not pending, and every
+// mark of a holder that is gone (gone reports it), and returns how many it
+// forgot.
+func (l *lending) expire(now time.Time, gone func(holder string) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
+	dead := map[string]bool{}
+	for h := range l.out {
+		if gone != nil && !l.pending[h] && gone(h) {
+			dead[h] = true
+		}
+	}
 	for fp, m := range l.marks {
-		if !now.Before(m.holdUntil()) && !l.pending[m.holder] {
+		if dead[m.holder] || !now.Before(m.holdUntil()) && !l.pending[m.holder] {
 			l.drop(fp, m)
 			n++
 		}
@@ -364,6 +372,22 @@ func (c *Cluster) lendHoldUpdate(hold map[string]bool) {
 	}
 }
 
+// holderGone reports whether holder is no longer a member: not in the
+// ring and not away (declared dead more than takeover_after ago, or gone).
+// Its outcomes, if it is ever back, go to the URLs' owners like a
+// discovered URL; what it held is this node's to lend or fetch again now.
+func (c *Cluster) holderGone(holder string) bool {
+	if c.ring.Load().Has(holder) {
+		return false
+	}
+	if a := c.away.Load(); a != nil {
+		if until, ok := a.until[holder]; ok && time.Now().Before(until) {
+			return false
+		}
+	}
+	return true
+}
+
 // lendLoop lends every lendInterval until ctx is done.
 func (c *Cluster) lendLoop(ctx context.Context) {
 	t := time.NewTicker(lendInterval)
@@ -380,7 +404,7 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 		c.lends.mu.Lock()
 		c.lends.pending = hold
 		c.lends.mu.Unlock()
-		if c.lends.expire(time.Now()) > 0 && c.cfg.Wake != nil {
+		if c.lends.expire(time.Now(), c.holderGone) > 0 && c.cfg.Wake != nil {
 			c.cfg.Wake() // URLs the scheduler skipped while lent may be fetched here now
 		}
 		if err := c.lendRound(ctx); err != nil && ctx.Err() == nil {
@@ -561,10 +585,11 @@ func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier
 }
 
 // ReportLent implements node.Lender: one durable outbox write files the
-// links found on a lent page that other members own for them (KindNew) and
+// links found on a lent page that other members own for them (KindNew),
 // the outcome for the URL's owner (KindOutcome), who receives the links
-// before the outcome (a batch is stored kind by kind, KindNew first); the
-// node has made its own links durable before. A link or an outcome this
+// before the outcome (a batch is stored kind by kind, KindNew first), and
+// a fetched page's replica for the member ranked second for it; the node
+// has made its own links durable before. A link or an outcome this
 // node owns now (the members changed) is recorded here.
 func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, foreign []frontier.NewURL) error {
 	ring := c.ring.Load()
@@ -588,8 +613,33 @@ func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, fore
 	if owner != "" && owner != c.cfg.Name {
 		files[owner] = append(files[owner], Entry{Kind: KindOutcome, NewURL: oc})
 	}
+	// The replica goes from here too, in the same write, to the member
+	// ranked second for the URL: should the owner be cut off or fail
+	// before its own replica leaves, that member (the URL's owner
+	// without it) still knows the page was fetched.
+	var keep []frontier.NewURL
+	if out.State == frontier.Completed {
+		rep := frontier.NewURL{URL: out.URL, Host: out.Host, Depth: out.Depth}
+		if c.cfg.Revisit != nil {
+			if iv := c.cfg.Revisit(out.Host).Interval; iv > 0 {
+				rep.Due = time.Now().Add(iv)
+			}
+		}
+		switch _, second := ring.Top2(out.FP); second {
+		case "", owner:
+		case c.cfg.Name:
+			keep = append(keep, rep)
+		default:
+			files[second] = append(files[second], Entry{Kind: KindReplica, NewURL: rep})
+		}
+	}
 	if err := c.outbox.putEntries(ctx, files); err != nil {
 		return err
+	}
+	if len(keep) > 0 {
+		if _, err := c.front.AddReplicas(ctx, keep); err != nil {
+			return err
+		}
 	}
 	if owner == "" || owner == c.cfg.Name {
 		_, err := c.settleLent(ctx, []frontier.NewURL{oc})
@@ -694,13 +744,41 @@ func (c *Cluster) stayOwner(fp uint64) string {
 
 // outcomeHost is an outcome entry's Host: the URL's host, a newline, then
 // the state, HTTP status, retry time (Unix ms), body bytes and delay (ms)
-// separated by spaces, and the reason.
+// separated by spaces, and the reason. A fetched page's state for
+// recurring crawls follows on lines of its own (outcomePage), so that the
+// owner records it as it records its own fetches: its validators and
+// digest, and whether it changed.
 func outcomeHost(r frontier.Result) string {
 	var retry int64
 	if !r.RetryAt.IsZero() {
 		retry = r.RetryAt.UnixMilli()
 	}
-	return fmt.Sprintf("%s\n%d %d %d %d %d %s", r.Host, r.State, r.Status, retry, r.Bytes, r.Delay.Milliseconds(), r.Reason)
+	h := fmt.Sprintf("%s\n%d %d %d %d %d %s", r.Host, r.State, r.Status, retry, r.Bytes, r.Delay.Milliseconds(), r.Reason)
+	if r.Page == nil && r.Change == frontier.ChangeUnknown {
+		return h
+	}
+	var p frontier.PageState
+	if r.Page != nil {
+		p = *r.Page
+	}
+	var archived int64
+	if !p.Archived.IsZero() {
+		archived = p.Archived.UnixMilli()
+	}
+	h += fmt.Sprintf("\n%d %x %d", r.Change, p.Digest, archived)
+	// The validators, when they fit (a header value holds no line break).
+	if v := "\n" + oneLine(p.ETag) + "\n" + oneLine(p.LastModified); len(h)+len(v) <= MaxEntryHost {
+		h += v
+	}
+	return h
+}
+
+// oneLine is s without line breaks.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
 }
 
 // parseOutcome reads an outcome entry back.
@@ -709,6 +787,7 @@ func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
 	if !ok {
 		return frontier.Result{}, false
 	}
+	rest, page, hasPage := strings.Cut(rest, "\n")
 	f := strings.SplitN(rest, " ", 6)
 	if len(f) != 6 {
 		return frontier.Result{}, false
@@ -729,7 +808,35 @@ func parseOutcome(u frontier.NewURL) (frontier.Result, bool) {
 	if n[2] != 0 {
 		r.RetryAt = time.UnixMilli(n[2])
 	}
+	if hasPage && !parsePage(page, &r) {
+		return frontier.Result{}, false
+	}
 	return r, true
+}
+
+// parsePage reads an outcome's page lines (outcomeHost) into r.
+func parsePage(s string, r *frontier.Result) bool {
+	lines := strings.SplitN(s, "\n", 3)
+	f := strings.Fields(lines[0])
+	if len(f) != 3 || len(f[1]) != 40 {
+		return false
+	}
+	change, err1 := strconv.ParseUint(f[0], 10, 8)
+	archived, err2 := strconv.ParseInt(f[2], 10, 64)
+	digest, err3 := hex.DecodeString(f[1])
+	if err1 != nil || err2 != nil || err3 != nil || change > uint64(frontier.Unchanged) {
+		return false
+	}
+	p := &frontier.PageState{}
+	copy(p.Digest[:], digest)
+	if archived != 0 {
+		p.Archived = time.UnixMilli(archived)
+	}
+	if len(lines) == 3 {
+		p.ETag, p.LastModified = lines[1], lines[2]
+	}
+	r.Change, r.Page = frontier.Change(change), p
+	return true
 }
 
 // settleLent records the outcomes of URLs this node lent (KindOutcome
@@ -770,6 +877,13 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		}
 		return 0, nil
 	}
+	if c.cfg.Revisit != nil {
+		// Due again as after this node's own fetch: its schedule for the
+		// host (a STALLED result whose tries are used up completes too).
+		for i := range rs {
+			rs[i].Revisit = c.cfg.Revisit(rs[i].Host)
+		}
+	}
 	settled, err := c.front.SettleLent(ctx, rs)
 	if err != nil {
 		return 0, err
@@ -777,21 +891,40 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 	fps := make([]uint64, 0, len(rs))
 	var done []frontier.NewURL
 	fwd := map[string][]Entry{}
-	var early []frontier.NewURL
+	var early, fetched []frontier.NewURL
 	n := 0
 	for i, r := range rs {
 		fps = append(fps, r.FP)
 		if settled[i] {
 			n++
 			if r.State == frontier.Completed {
-				done = append(done, frontier.NewURL{URL: us[i].URL, Host: r.Host, Depth: us[i].Depth})
+				// The replica's copy of the due time the frontier set (from
+				// the base interval), as for a page fetched here.
+				var due time.Time
+				if r.Revisit.Interval > 0 {
+					due = time.Now().Add(r.Revisit.Interval)
+				}
+				done = append(done, frontier.NewURL{URL: us[i].URL, Host: r.Host, Depth: us[i].Depth, Due: due})
 			}
 			continue
 		}
 		switch o := c.stayOwner(r.FP); {
-		case o == "" || o == c.cfg.Name:
+		case (o == "" || o == c.cfg.Name) && r.State == frontier.Completed:
 			// This node owns it and has no record it could settle: the
-			// record may be on its way here (moved); kept until it comes.
+			// record is on its way here (moved), or with a member that
+			// is away or cut off (this node crawls its share now), or
+			// was fetched here again meanwhile. The page was fetched:
+			// its fingerprint is kept as a completed record, so that
+			// neither the record when it comes nor the URL discovered
+			// again is fetched, and a member that owns the URL later
+			// gets it with this node's records (rebalance).
+			var due time.Time
+			if r.Revisit.Interval > 0 {
+				due = time.Now().Add(r.Revisit.Interval)
+			}
+			fetched = append(fetched, frontier.NewURL{URL: us[i].URL, Host: r.Host, Depth: us[i].Depth, Due: due})
+		case o == "" || o == c.cfg.Name:
+			// Not fetched (a retry later): kept until the record comes.
 			early = append(early, us[i])
 		case us[i].Redirects < maxOutcomeHops:
 			u := us[i]
@@ -800,6 +933,14 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		}
 	}
 	c.lends.settle(fps)
+	if len(fetched) > 0 {
+		k, err := c.front.AddDone(ctx, fetched)
+		if err != nil {
+			return n, err
+		}
+		n += k
+		done = append(done, fetched...)
+	}
 	if len(early) > 0 && !c.leaving.Load() {
 		c.lends.keepEarly(early, time.Now())
 	}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,13 +19,26 @@ func TestOutcomeRoundTrip(t *testing.T) {
 		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Bytes: 1234, Delay: 20 * time.Millisecond},
 		{FP: frontier.Fingerprint(u), Host: "a.test:8080", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retry},
 		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.InList, Reason: "node2 42"},
+		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Change: frontier.Changed,
+			Page: &frontier.PageState{ETag: `"abc def"`, LastModified: "Wed, 25 Nov 2026 10:00:00 GMT", Digest: [20]byte{1, 2, 3}, Archived: retry}},
+		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok",
+			Page: &frontier.PageState{Digest: [20]byte{9}}},
 	} {
 		got, ok := parseOutcome(frontier.NewURL{URL: u, Host: outcomeHost(r)})
-		if !ok || got != r {
+		if !ok || !reflect.DeepEqual(got, r) {
 			t.Errorf("round trip of %+v: got %+v, %v", r, got, ok)
 		}
 	}
-	for _, h := range []string{"a.test", "a.test\n2 200 0 0 0 ok", "a.test\nx 200 0 0 0 ok", "a.test\n1 2 3 4"} {
+	// Validators too long for an entry's Host are left out; the digest stays.
+	long := frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok",
+		Page: &frontier.PageState{ETag: strings.Repeat("e", MaxEntryHost), Digest: [20]byte{7}}}
+	if h := outcomeHost(long); len(h) > MaxEntryHost {
+		t.Errorf("outcome of %d bytes, more than %d", len(h), MaxEntryHost)
+	} else if got, ok := parseOutcome(frontier.NewURL{URL: u, Host: h}); !ok || got.Page == nil || got.Page.Digest != long.Page.Digest || got.Page.ETag != "" {
+		t.Errorf("outcome with a long ETag: got %+v, %v", got, ok)
+	}
+	for _, h := range []string{"a.test", "a.test\n2 200 0 0 0 ok", "a.test\nx 200 0 0 0 ok", "a.test\n1 2 3 4",
+		"a.test\n1 200 0 0 0 ok\n1 00 0", "a.test\n1 200 0 0 0 ok\n9 " + strings.Repeat("0", 40) + " 0"} {
 		if _, ok := parseOutcome(frontier.NewURL{URL: u, Host: h}); ok {
 			t.Errorf("malformed outcome %q accepted", h)
 		}
@@ -70,30 +85,66 @@ func TestLendingMarks(t *testing.T) {
 	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {
 		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
 	}
+
+	// A holder that is gone (not a member, not away) holds nothing, its
+	// marks running or not; a pending one (away) keeps them.
+	l.marks[4] = lendMark{holder: "gone", epoch: 8, until: now.Add(time.Minute)}
+	l.marks[5] = lendMark{holder: "away", epoch: 8, until: now.Add(-time.Minute)}
+	l.marks[6] = lendMark{holder: "p", epoch: 8, until: now.Add(time.Minute)}
+	l.out["gone"], l.out["away"], l.out["p"] = 1, 1, 1
+	l.pending = map[string]bool{"away": true}
+	gone := func(h string) bool { return h != "p" }
+	if n := l.expire(now, gone); n != 1 || l.lent(4, now) || !l.lent(5, now) || !l.lent(6, now) {
+		t.Errorf("expire with a holder gone: %d forgotten, marks %v", n, l.marks)
+	}
 }
 
-// TestOutcomeBeforeRecord: an outcome that reaches the URL's owner before
-// the record (moved by a leaving member) is kept, and settles the record
-// when it arrives: the owner does not fetch the page again.
+// TestOutcomeBeforeRecord: an outcome that reaches the URL's owner without
+// the URL's record there (moved by a leaving member and not here yet, or
+// with a member away or cut off whose share this node crawls now) is not
+// dropped: a fetched page is kept as a COMPLETED record at once, so that
+// neither the record when it comes nor the URL discovered again is
+// fetched; a failed fetch (a retry later) is kept until the record comes,
+// and settles it then.
 func TestOutcomeBeforeRecord(t *testing.T) {
-	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) {
+		c.Lend = true
+		c.Revisit = func(string) frontier.Schedule { return frontier.Schedule{Interval: time.Hour} }
+	})
 	tc.fetching(t)
 	ctx := context.Background()
-	const u, other = "http://a.test/early", "http://a.test/plain"
-	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
-	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
-		t.Fatal(err)
+	const u, retried, other, again = "http://a.test/early", "http://a.test/retried", "http://a.test/plain", "http://a.test/again"
+	retryAt := time.Now().Add(time.Hour)
+	ocs := []frontier.NewURL{
+		{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
+		{URL: retried, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retryAt}), Depth: 1},
+		{URL: again, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
 	}
-	if _, ok := records(t, tc.f)[u]; ok {
-		t.Fatal("an outcome without its record made a record")
-	}
-	moved := []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
-	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+	if _, err := tc.c.store(ctx, KindOutcome, ocs); err != nil {
 		t.Fatal(err)
 	}
 	recs := records(t, tc.f)
-	if r := recs[u]; r.State != frontier.Completed {
-		t.Errorf("the record that came after its outcome: %+v, want COMPLETED", r)
+	if r, ok := recs[u]; !ok || r.State != frontier.Completed || r.Due.IsZero() {
+		t.Fatalf("a fetched page's outcome without its record: %+v (found %v), want COMPLETED and due again", r, ok)
+	}
+	if _, ok := recs[retried]; ok {
+		t.Fatal("a failed fetch's outcome without its record made a record")
+	}
+	moved := []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}, {URL: retried, Host: "a.test", Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.c.store(ctx, KindNew, []frontier.NewURL{{URL: again, Host: "a.test", Depth: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	recs = records(t, tc.f)
+	for _, x := range []string{u, again} {
+		if r := recs[x]; r.State != frontier.Completed {
+			t.Errorf("%s, fetched by a holder, then moved or discovered here: %+v, want COMPLETED", x, r)
+		}
+	}
+	if r := recs[retried]; r.State != frontier.Stalled || r.NextTry.UnixMilli() != retryAt.UnixMilli() {
+		t.Errorf("the record that came after its failed fetch's outcome: %+v, want STALLED until %v", r, retryAt)
 	}
 	if r := recs[other]; r.State != frontier.InList {
 		t.Errorf("a moved record without an outcome: %+v, want IN_LIST", r)

@@ -101,6 +101,11 @@ type NodeConfig struct {
 	// Guests takes the URLs other members lend this node (the node's
 	// guest pool). nil: lends are dropped.
 	Guests GuestPool
+	// Revisit is this node's revisit schedule of a host (recrawl.interval,
+	// a site's revisit): the outcome of a URL lent to another member makes
+	// the record due again as this node's own fetch does. nil: lent pages
+	// are not revisited.
+	Revisit func(host string) frontier.Schedule
 	// ReconnectTimeout is how long after a member was declared dead the
 	// node keeps trying to reach it; 0: forever. Default 24h.
 	ReconnectTimeout time.Duration
@@ -122,7 +127,21 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
 		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 		FenceAfter: k.FenceAfter, ReconnectInterval: k.ReconnectInterval, ReconnectTimeout: k.ReconnectTimeout,
-		Lend: k.Lend,
+		Lend: k.Lend, Revisit: RevisitSchedule(cfg),
+	}
+}
+
+// RevisitSchedule is the revisit schedule cfg gives a host: its
+// recrawl.interval or its site's revisit, adaptive as recrawl says; the
+// zero Schedule when the host's pages are fetched once.
+func RevisitSchedule(cfg config.Config) func(host string) frontier.Schedule {
+	r := cfg.Recrawl
+	return func(host string) frontier.Schedule {
+		iv := cfg.RevisitFor(host)
+		if iv <= 0 {
+			return frontier.Schedule{}
+		}
+		return frontier.Schedule{Interval: iv, Adaptive: r.Adaptive, Min: r.MinInterval, Max: r.MaxInterval}
 	}
 }
 
@@ -341,8 +360,11 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 			}
 		}
 	}
-	if err == nil && foreign {
-		signal(c.rebKick) // moved here by a member whose view differs: move them on
+	if err == nil && (foreign || c.ring.Load() != ring) {
+		// Moved here by a member whose view differs, or stored under a
+		// ring that changed meanwhile (a rebalance may have scanned the
+		// frontier before they were stored): move them on.
+		signal(c.rebKick)
 	}
 	if n > 0 && (kind == KindNew || kind == KindMoved) {
 		if c.cfg.Wake != nil {

@@ -169,6 +169,12 @@ func (o *Outbox) PutDone(ctx context.Context, peer string, urls []frontier.NewUR
 	return o.put(ctx, peer, KindDone, urls)
 }
 
+// PutKind files urls as kind for peer (the other kinds' entries, as the
+// cluster layer files them).
+func (o *Outbox) PutKind(ctx context.Context, peer string, kind Kind, urls []frontier.NewURL) error {
+	return o.put(ctx, peer, kind, urls)
+}
+
 func (o *Outbox) put(ctx context.Context, peer string, kind Kind, urls []frontier.NewURL) error {
 	if peer == "" {
 		return errors.New("cluster: outbox put: empty peer name")

@@ -143,7 +143,9 @@ func (s Records) addCompleted(ctx context.Context, name string, urls []frontier.
 // IN_LIST record takes the result as if it had been fetched here (IN_LIST
 // -> COMPLETED, or STALLED for a retry, Tries counted, host statistics
 // updated); an IN_PROGRESS one (being fetched here as well) takes it too,
-// and its own result is then ignored as stale. Records in any other state,
+// and its own result is then ignored as stale. A result with a page
+// digest and no change known (the holder had no earlier capture) is
+// compared with the record's digest. Records in any other state,
 // records a rebalance claimed (being moved to another node) and unknown
 // fingerprints are left alone. It returns, for each result, whether it
 // was recorded. A result the frontier cannot record (frontier.Result.Check)
@@ -166,10 +168,23 @@ func (s Records) SettleLent(ctx context.Context, rs []frontier.Result) ([]bool, 
 			if tx.Claimed(ref) {
 				continue // being moved to another node: the result goes there
 			}
+			r := rs[i]
+			if r.Change == frontier.ChangeUnknown && r.Page != nil && r.Page.HasDigest() {
+				// The holder had no earlier capture to compare with: the
+				// record has it.
+				if rec, ok, err := tx.Get(ref); err != nil {
+					return 0, err
+				} else if ok && rec.Page.HasDigest() {
+					r.Change = frontier.Changed
+					if rec.Page.Digest == r.Page.Digest {
+						r.Change = frontier.Unchanged
+					}
+				}
+			}
 			if _, err := tx.MarkInProgress([]frontier.Ref{ref}); err != nil {
 				return 0, err
 			}
-			k, err := tx.Finish(rs[i : i+1])
+			k, err := tx.Finish([]frontier.Result{r})
 			if err != nil {
 				return 0, err
 			}

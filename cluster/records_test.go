@@ -165,3 +165,53 @@ func TestSettleLent(t *testing.T) {
 		t.Error("SettleLent accepted a result in state IN_LIST")
 	}
 }
+
+// TestSettleLentRevisit: a lent page's outcome makes the record due again
+// as the owner's own fetch does (its Revisit), keeps the page's validators
+// and digest, and, when the holder had nothing to compare with, tells a
+// change by the record's digest (an adaptive interval grows when the page
+// did not change and shrinks when it did).
+func TestSettleLentRevisit(t *testing.T) {
+	const u = "http://a.test/r"
+	ctx := context.Background()
+	f := openRecords(t)
+	if _, err := f.Add(ctx, []frontier.NewURL{{URL: u, Host: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	sched := frontier.Schedule{Interval: time.Hour, Adaptive: true}
+	settle := func(digest byte) frontier.Record {
+		t.Helper()
+		p := &frontier.PageState{ETag: `"e"`, Digest: [20]byte{digest}, Archived: time.UnixMilli(time.Now().UnixMilli())}
+		before := time.Now()
+		done, err := f.SettleLent(ctx, []frontier.Result{{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Revisit: sched, Page: p}})
+		if err != nil || !done[0] {
+			t.Fatalf("SettleLent = %v, %v", done, err)
+		}
+		r, ok, err := f.Get(frontier.RefOf(u))
+		if err != nil || !ok {
+			t.Fatalf("Get = %v, %v", ok, err)
+		}
+		if r.State != frontier.Completed || r.Page.Digest != p.Digest || r.Page.ETag != p.ETag || r.Due.Before(before.Add(r.Page.Interval)) {
+			t.Fatalf("settled: %+v, want COMPLETED with the page's state, due %v after the fetch", r, r.Page.Interval)
+		}
+		return r
+	}
+	release := func() {
+		t.Helper()
+		if n, err := f.ReleaseDue(ctx, time.Now().Add(24*time.Hour), 0); err != nil || n != 1 {
+			t.Fatalf("ReleaseDue = %d, %v", n, err)
+		}
+	}
+	if r := settle(1); r.Page.Interval != time.Hour {
+		t.Errorf("first fetch: interval %v, want 1h", r.Page.Interval)
+	}
+	release()
+	near := func(a, b time.Duration) bool { return a-b < time.Millisecond && b-a < time.Millisecond }
+	if r := settle(1); !near(r.Page.Interval, time.Hour*14/10) {
+		t.Errorf("the same digest: interval %v, want 1h24m (unchanged: ×1.4)", r.Page.Interval)
+	}
+	release()
+	if r := settle(2); !near(r.Page.Interval, time.Hour*14/10*8/10) {
+		t.Errorf("another digest: interval %v, want ×0.8 (changed)", r.Page.Interval)
+	}
+}

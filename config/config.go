@@ -183,9 +183,8 @@ type Cluster struct {
 	// Lend: a member lends the URLs it owns that wait for its turn on
 	// their host's phase to the member that works on that phase now; it
 	// keeps their records and settles them when the outcome comes back
-	// (docs/design/lending.md). Default false: every URL waits for its
-	// owner's turn (a small crawl takes minutes on a cluster); lending
-	// does not yet keep its guarantees through salvage and partitions.
+	// (docs/design/lending.md). Default true; false: every URL waits for
+	// its owner's turn (a small crawl takes minutes on a cluster).
 	Lend bool `yaml:"lend"`
 }
 
@@ -457,7 +456,7 @@ func Default() Config {
 		Log:       Log{Level: "info", Format: "text"},
 		DNS:       DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},
 		Bandwidth: Bandwidth{Policy: "maxt"},
-		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute,
+		Cluster: Cluster{Phases: 1, PhaseDuration: 30 * time.Second, HandoffTimeout: time.Minute, JoinTimeout: 2 * time.Minute, TakeoverAfter: 2 * time.Minute, Lend: true,
 			BatchDelay: 300 * time.Millisecond, FenceAfter: 5 * time.Second, ReconnectInterval: 10 * time.Second, ReconnectTimeout: 24 * time.Hour},
 	}
 }

@@ -134,7 +134,10 @@ func KindOf(r frontier.Record) cluster.Kind {
 // Each calls fn with every item to send, in this order: the completed
 // fingerprints (frontier records, then the outbox's done and replica
 // entries), then the URLs to crawl (the frontier's unfinished records, then
-// the outbox's new and moved entries). The fingerprints go first so that
+// the outbox's other entries: new and moved URLs, and the outcomes of the
+// URLs other members lent the dead node and it fetched, which the
+// receiver passes on to their owners). The outbox's lends are left out:
+// the URLs the dead node lent are its own, unfinished records. The fingerprints go first so that
 // the receiving member knows a page is done before a URL of it arrives.
 // fn's error stops the walk and is returned.
 func (d *Dir) Each(fn func(Item) error) error {
@@ -152,7 +155,10 @@ func (d *Dir) Each(fn func(Item) error) error {
 			continue
 		}
 		err = d.outbox.Entries(func(peer string, e cluster.Entry) error {
-			if done(e.Kind) != finished {
+			if done(e.Kind) != finished || e.Kind == cluster.KindLend {
+				// A lend (cluster.lend) is the dead node lending a URL of
+				// its own: the URL's record is in its frontier, sent above
+				// or below as the record it is.
 				return nil
 			}
 			return fn(Item{Entry: e, Source: FromOutbox, Peer: peer})

@@ -105,8 +105,8 @@ type Summary struct {
 	Node string `json:"node"`
 	Peer string `json:"peer"` // the receiving member's name
 	// Frontier counts the frontier records sent, Outbox the outbox entries
-	// by kind ("new", "done", "moved", "replica"), Kinds every entry by the
-	// kind it was sent as.
+	// by kind ("new", "done", "moved", "replica", "outcome": a lent URL's
+	// outcome, for its owner), Kinds every entry by the kind it was sent as.
 	Frontier FrontierCounts `json:"frontier"`
 	Outbox   map[string]int `json:"outbox"`
 	Kinds    map[string]int `json:"kinds"`
@@ -165,9 +165,9 @@ func (s Summary) String() string {
 	f := s.Frontier
 	fmt.Fprintf(&b, "  frontier: %d in_list, %d stalled, %d in_progress (sent as moved), %d completed (%d of them replicas)\n",
 		f.InList, f.Stalled, f.InProgress, f.Completed, f.Replicas)
-	fmt.Fprintf(&b, "  outbox:   %d new, %d done, %d moved, %d replica\n", s.Outbox["new"], s.Outbox["done"], s.Outbox["moved"], s.Outbox["replica"])
-	fmt.Fprintf(&b, "  sent:     %d entries (%d done, %d replica, %d moved, %d new) in %d batches, %d resent; %d new to the receiving member; %d skipped\n",
-		s.Sent, s.Kinds["done"], s.Kinds["replica"], s.Kinds["moved"], s.Kinds["new"], s.Batches, s.Resent, s.Added, s.Skipped)
+	fmt.Fprintf(&b, "  outbox:   %d new, %d done, %d moved, %d replica, %d outcome\n", s.Outbox["new"], s.Outbox["done"], s.Outbox["moved"], s.Outbox["replica"], s.Outbox["outcome"])
+	fmt.Fprintf(&b, "  sent:     %d entries (%d done, %d replica, %d moved, %d new, %d outcome) in %d batches, %d resent; %d new to the receiving member; %d skipped\n",
+		s.Sent, s.Kinds["done"], s.Kinds["replica"], s.Kinds["moved"], s.Kinds["new"], s.Kinds["outcome"], s.Batches, s.Resent, s.Added, s.Skipped)
 	return b.String()
 }
 
@@ -321,7 +321,7 @@ func (r *run) flush(ctx context.Context) error {
 
 // describe says what a batch holds: entries by kind.
 func describe(es []cluster.Entry) string {
-	var n [4]int
+	var n [cluster.KindOutcome + 1]int
 	for _, e := range es {
 		if int(e.Kind) < len(n) {
 			n[e.Kind]++

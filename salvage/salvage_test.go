@@ -116,11 +116,40 @@ func deadDir(t *testing.T, n int) (string, map[string]string) {
 	return dir, want
 }
 
+// addLendEntries adds to the outbox of the dead node's directory dir what
+// cluster.lend files there: a URL of its own it lent (its record is in its
+// frontier: not sent from the outbox), and the outcome of a URL it
+// fetched for another member (sent on to it).
+func addLendEntries(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	ob, err := cluster.OpenOutbox(cluster.OutboxConfig{Path: filepath.Join(dir, OutboxFile), NoSync: true, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With cluster.lend: URLs of its own the node lent (their records are
+	// in its frontier: not sent from the outbox), and the outcome of a URL
+	// it fetched for another member (sent on to it).
+	lends := []frontier.NewURL{{URL: "http://h0.test/in_list/0", Host: "h0.test\n7 0 dead", Depth: 3}}
+	if err := ob.PutKind(ctx, "a", cluster.KindLend, lends); err != nil {
+		t.Fatal(err)
+	}
+	outcome := frontier.NewURL{URL: "http://o1.test/lent/1", Host: "o1.test\n2 200 0 10 0 ok", Depth: 4}
+	if err := ob.PutKind(ctx, "b", cluster.KindOutcome, []frontier.NewURL{outcome}); err != nil {
+		t.Fatal(err)
+	}
+	want[outcome.URL] = "outbox outcome"
+	if err := ob.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDirEach: every record state of a dead node's frontier, and every
 // outbox entry, is read with the kind it is sent as and its depth, the
 // completed fingerprints before the URLs to crawl.
 func TestDirEach(t *testing.T) {
 	dir, want := deadDir(t, 5)
+	addLendEntries(t, dir, want)
 	d, err := OpenDir(dir, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +184,10 @@ func TestDirEach(t *testing.T) {
 			if it.Source != FromOutbox || it.Kind != cluster.KindDone || it.Peer != "b" || it.Depth != 9 {
 				t.Errorf("%s: %+v", c, it)
 			}
+		case "outbox outcome":
+			if it.Source != FromOutbox || it.Kind != cluster.KindOutcome || it.Peer != "b" || it.Depth != 4 {
+				t.Errorf("%s: %+v", c, it)
+			}
 		default:
 			tc := byCase[c]
 			if it.Source != FromFrontier || it.State != tc.state || it.Kind != tc.kind || it.Depth != tc.depth || it.Host == "" {
@@ -167,8 +200,8 @@ func TestDirEach(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range want {
-		if seen[c] != 5 {
-			t.Errorf("%s: %d items, want 5", c, seen[c])
+		if n := map[string]int{"outbox outcome": 1}[c]; n == 0 && seen[c] != 5 || n > 0 && seen[c] != n {
+			t.Errorf("%s: %d items, want %d", c, seen[c], max(n, 5))
 		}
 	}
 }
