@@ -19,11 +19,12 @@ type tripList struct {
 	// (the live lane; not once the host looks down, held back or a page
 	// could not be recorded). asked is the room of the refill asked for
 	// and not answered yet (0: none); noMore is set once a refill was
-	// refused, or came back empty with all the trip's page writes
-	// committed: the trip asks no more, and ends with its list (the scan
-	// finds the host's later URLs for its next trip). An empty answer while
-	// page writes are pending (they may queue URLs of the host) waits for
-	// them instead (rearm: the writes to see committed) and asks once more.
+	// refused, or came back empty once its list was done and its page
+	// writes committed: the trip asks no more, and ends with its list (the
+	// scan finds the host's later URLs for its next trip). An empty answer
+	// before that (the pages still to fetch or record may queue URLs of the
+	// host) waits until the pages the list holds are recorded (rearm: the
+	// writes to see committed, one a page) and asks again.
 	refills bool
 	asked   int
 	noMore  bool
@@ -106,8 +107,8 @@ func (l *tripList) refilled(items []bucket.Item, ok bool) {
 		return
 	}
 	if len(items) == 0 {
-		if l.committed < l.writes {
-			l.rearm = l.writes
+		if l.committed < l.writes || l.unstarted() > 0 {
+			l.rearm = l.writes + l.unstarted()
 		} else {
 			l.noMore = true
 		}

@@ -29,7 +29,7 @@ func fps(its []bucket.Item) []uint64 {
 // one thing and the list's answers after it are checked.
 func TestTripListScript(t *testing.T) {
 	type step struct {
-		do string // pop N, ask, refill N (0: none), refuse, reserve N, gone N (refill after the host went down), write, commit
+		do string // pop N, ask, refill N (0: none), refuse, reserve N, gone N (refill after the host went down), write N, commit N (page writes)
 		n  int
 		// after the step:
 		unstarted, refillRoom, takingRoom int
@@ -51,18 +51,22 @@ func TestTripListScript(t *testing.T) {
 			{do: "pop", n: 20, unstarted: 0, waiting: true},
 			{do: "refill", n: 5, unstarted: 5, refillRoom: 35},
 		}},
-		{"an empty answer, every write committed, ends the asking", 3, 10, true, []step{
-			{do: "pop", n: 1, unstarted: 2, refillRoom: 38, takingRoom: 7},
-			{do: "ask", unstarted: 2, takingRoom: 7},
-			{do: "refill", n: 0, unstarted: 2, takingRoom: 7},
-			{do: "pop", n: 2, unstarted: 0, takingRoom: 7},
+		{"an empty answer, the list done and its writes committed, ends the asking", 3, 10, true, []step{
+			{do: "ask", unstarted: 3, takingRoom: 7},
+			{do: "pop", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
+			{do: "write", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
+			{do: "commit", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
+			{do: "refill", n: 0, unstarted: 0, takingRoom: 7},
 		}},
-		{"an empty answer while writes are pending asks again once they commit", 2, 10, true, []step{
-			{do: "write", unstarted: 2, refillRoom: 38, takingRoom: 8},
+		{"an empty answer asks again once the list's pages are recorded", 2, 10, true, []step{
+			{do: "write", n: 1, unstarted: 2, refillRoom: 38, takingRoom: 8},
 			{do: "ask", unstarted: 2, takingRoom: 8},
 			{do: "refill", n: 0, unstarted: 2, takingRoom: 8},
 			{do: "pop", n: 2, unstarted: 0, takingRoom: 8, awaits: true},
-			{do: "commit", unstarted: 0, refillRoom: 40, takingRoom: 8},
+			{do: "commit", n: 1, unstarted: 0, takingRoom: 8},
+			{do: "write", n: 2, unstarted: 0, takingRoom: 8, awaits: true},
+			{do: "commit", n: 1, unstarted: 0, takingRoom: 8, awaits: true},
+			{do: "commit", n: 1, unstarted: 0, refillRoom: 40, takingRoom: 8},
 			{do: "ask", unstarted: 0, takingRoom: 8, waiting: true},
 			{do: "refill", n: 0, unstarted: 0, takingRoom: 8},
 		}},
@@ -72,8 +76,8 @@ func TestTripListScript(t *testing.T) {
 		{"dead-link lane: no refills, taking as before", 1, 20, false, []step{
 			{do: "pop", n: 1, unstarted: 0, takingRoom: 19},
 			{do: "reserve", n: 19, unstarted: 0},
-			{do: "write", unstarted: 0, awaits: true},
-			{do: "commit", unstarted: 0},
+			{do: "write", n: 1, unstarted: 0, awaits: true},
+			{do: "commit", n: 1, unstarted: 0},
 		}},
 		{"taking stays within list_cap, refills do not add to it", 10, 20, true, []step{
 			{do: "reserve", n: 4, unstarted: 10, refillRoom: 70, takingRoom: 6},
@@ -121,9 +125,13 @@ func TestTripListScript(t *testing.T) {
 				case "reserve":
 					l.reserved += st.n
 				case "write":
-					l.wrote()
+					for range st.n {
+						l.wrote()
+					}
 				case "commit":
-					l.committedWrite()
+					for range st.n {
+						l.committedWrite()
+					}
 				}
 				if got := l.unstarted(); got != st.unstarted {
 					t.Errorf("step %d (%s %d): unstarted %d, want %d", i, st.do, st.n, got, st.unstarted)

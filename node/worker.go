@@ -52,6 +52,11 @@ type hostTrip struct {
 
 	guest *pendingGuest // a guest's fetch being recorded (guest.go)
 	page  *pageWork     // a page being archived and parsed while the trip goes on
+	// sent holds the fingerprints of the URLs the trip's page writes
+	// carried (at most maxSent; nil: none kept): the links its pages repeat
+	// (a site's menus, its home page) are written once a trip, not once a
+	// page. Its page works share it, one at a time (joinPage).
+	sent map[uint64]struct{}
 
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
@@ -82,7 +87,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 
 // workIn is work in a lane: the live one, or the dead-link lane (inactive).
 func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
-	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay, id: b.ID,
+	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay, id: b.ID, sent: make(map[uint64]struct{}),
 		list: tripList{items: b.Items, listCap: n.cfg.Bucket.ListCap, refills: !inactive}, inactive: inactive, stop: runCtx.Done()}
 	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd, _ := n.phases.(PhaseDeadline)
@@ -551,7 +556,7 @@ type pageWork struct {
 // pages cannot be recorded one by one (failed) handles it at once.
 func (t *hostTrip) startPage(w *pageWork) {
 	t.joinPage()
-	w.sub = hostTrip{n: t.n, host: t.host, hostHash: t.hostHash}
+	w.sub = hostTrip{n: t.n, host: t.host, hostHash: t.hostHash, sent: t.sent}
 	if t.failed {
 		w.run()
 		t.page = w
@@ -571,7 +576,7 @@ func (t *hostTrip) startPage(w *pageWork) {
 		if err := n.clog.Write(w.entry); err != nil {
 			n.log.Error("crawl log", "error", err)
 		}
-		local, err := n.split.RouteForeign(n.persistCtx, w.sub.found)
+		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
 		if err != nil {
 			n.log.Error("route discovered URLs", "error", err, "urls", len(w.sub.found))
 			return // joinPage hands the page and its links to commit
@@ -850,7 +855,7 @@ func (t *hostTrip) settlePage() {
 		return // recorded by commit at the end of the trip
 	}
 	n := t.n
-	local, err := n.split.RouteForeign(n.persistCtx, t.found)
+	local, err := n.split.RouteForeign(n.persistCtx, t.unsent(t.found))
 	if err != nil {
 		// Keep the page and its links for commit, which tries again.
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -864,6 +869,36 @@ func (t *hostTrip) settlePage() {
 	t.list.wrote()
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
+}
+
+// maxSent bounds hostTrip.sent.
+const maxSent = 1 << 16
+
+// unsent returns found without the URLs an earlier page write of the trip
+// carried already (in place). Such a URL is durable once that write is,
+// and writes commit in order, so the page that repeats it loses nothing:
+// should the earlier write fail, its page stays IN_PROGRESS and is fetched
+// again after a restart, links and all. A URL with more to say than its
+// address (a sitemap's lastmod, a redirect count, a revisit's due time)
+// is always sent.
+func (t *hostTrip) unsent(found []frontier.NewURL) []frontier.NewURL {
+	if t.sent == nil {
+		return found
+	}
+	out := found[:0]
+	for _, u := range found {
+		if u.LastMod.IsZero() && u.Redirects == 0 && u.Due.IsZero() {
+			fp := frontier.Fingerprint(u.URL)
+			if _, ok := t.sent[fp]; ok {
+				continue
+			}
+			if len(t.sent) < maxSent {
+				t.sent[fp] = struct{}{}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // dropGuests returns fps without the trip's guests (another member owns
@@ -978,7 +1013,7 @@ func (t *hostTrip) commit() {
 	}
 	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
-	local, err := n.split.RouteForeign(ctx, t.found)
+	local, err := n.split.RouteForeign(ctx, t.unsent(t.found))
 	if err != nil {
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 		return
