@@ -8,8 +8,13 @@
 // the current time, nothing runs in the background, and it is not safe for
 // concurrent use (one scheduler goroutine owns it). Add costs O(Rows);
 // Dispatch, Release and Finish cost O(log n) per element they move, and
-// NextEvent and Counts are O(1), so the scheduler may call them every few
-// milliseconds.
+// Want, Refill, NextEvent and Counts are O(1), so the scheduler may call
+// them every few milliseconds.
+//
+// Outside the paper, a FETCHING element may take more URLs of its host
+// while its trip runs (Want, then Refill): the trip goes on over the same
+// connection instead of ending, waiting out TIMEWAIT and being dispatched
+// again, which is what a host with a large backlog needs at a small delay.
 package bucket
 
 import (
@@ -122,6 +127,8 @@ var (
 	ErrNotFetching = errors.New("element is not fetching")
 	// ErrStale: the Element is FETCHING for a later dispatch than the ID's.
 	ErrStale = errors.New("stale element id")
+	// ErrRefillHeld: the Element holds a refill not taken yet (Refill).
+	ErrRefillHeld = errors.New("element holds a refill")
 )
 
 // ElementView is a read-only copy of a non-FREE Element, for tests and status.
@@ -130,7 +137,7 @@ type ElementView struct {
 	Host     string
 	HostHash uint64
 	State    State
-	Len      int // URLs in the list (0 once dispatched)
+	Len      int // URLs in the list (FETCHING: in the refill not taken yet, see Want)
 	// At is the Element's next event: for QUEUING, the queue deadline, or the
 	// time the list became full (it is then due at once); for TIMEWAIT, when
 	// it may be released. Zero for FETCHING.
@@ -142,9 +149,10 @@ const noPos = -1
 type element struct {
 	host  string
 	hash  uint64
-	items []Item
+	items []Item    // QUEUING: the list; FETCHING: the refill joined so far (Want)
 	at    time.Time // see ElementView.At
 	gen   uint64
+	want  int   // FETCHING: how many URLs its running trip asked for (Want); 0: none
 	pos   int32 // index in b.queue or b.wait, noPos when in neither
 	state State
 	ready bool // QUEUING and full: in b.ready, not in b.queue
@@ -211,7 +219,8 @@ func (b *Bucket) count(s State, d int) {
 
 // Add offers one URL of host (hostHash must be the host's hash; the caller
 // uses the same function for every call). The URL joins the host's QUEUING
-// element if it has room; if the host has no element it takes a FREE row of
+// element if it has room, or the refill its FETCHING element asked for
+// (Want) while that has room; if the host has no element it takes a FREE row of
 // its column (QUEUING, due at now+MaxQueueWait); otherwise it is Rejected. An
 // element whose list becomes full is due at once. O(Rows).
 func (b *Bucket) Add(now time.Time, host string, hostHash uint64, it Item) Outcome {
@@ -230,7 +239,12 @@ func (b *Bucket) Add(now time.Time, host string, hostHash uint64, it Item) Outco
 		if e.hash != hostHash || e.host != host {
 			continue
 		}
-		// The host's element: only a QUEUING list with room takes more.
+		// The host's element: only a QUEUING list with room, or the
+		// refill its running trip asked for (Want), takes more.
+		if e.state == Fetching && len(e.items) < e.want {
+			e.items = append(e.items, it)
+			return Joined
+		}
 		if e.state != Queuing || e.ready {
 			return Rejected
 		}
@@ -273,7 +287,7 @@ func (b *Bucket) Accepts(host string, hostHash uint64) bool {
 			continue
 		}
 		if e.hash == hostHash && e.host == host {
-			return e.state == Queuing && !e.ready
+			return e.state == Queuing && !e.ready || e.state == Fetching && len(e.items) < e.want
 		}
 	}
 	return free
@@ -346,7 +360,7 @@ func (b *Bucket) fetch(i int32) Batch {
 	b.gen++
 	e.gen = b.gen
 	batch := Batch{ID: b.id(i), Host: e.host, Items: e.items}
-	e.items, e.ready, e.at = nil, false, time.Time{}
+	e.items, e.ready, e.at, e.want = nil, false, time.Time{}, 0
 	b.setState(e, Fetching)
 	return batch
 }
@@ -368,6 +382,10 @@ func (b *Bucket) Finish(id ElementID, now time.Time, wait time.Duration) error {
 	if e.gen != id.Gen {
 		return fmt.Errorf("bucket: finish %v: %w (element is at gen %d)", id, ErrStale, e.gen)
 	}
+	if len(e.items) > 0 {
+		return fmt.Errorf("bucket: finish %v: %w (%d URLs)", id, ErrRefillHeld, len(e.items))
+	}
+	e.want = 0
 	e.at = now.Add(max(wait, 0))
 	b.setState(e, TimeWait)
 	b.wait.push(i)
@@ -388,15 +406,72 @@ func (b *Bucket) Release(now time.Time) int {
 func (b *Bucket) free(i int32) {
 	e := &b.el[i]
 	b.setState(e, Free)
-	e.host, e.hash, e.items, e.at, e.ready, e.pos = "", 0, nil, time.Time{}, false, noPos
+	e.host, e.hash, e.items, e.at, e.ready, e.pos, e.want = "", 0, nil, time.Time{}, false, noPos, 0
+}
+
+// fetching returns the index of the FETCHING element of id, or an error
+// wrapping ErrBadID, ErrNotFetching or ErrStale (call names the caller).
+func (b *Bucket) fetching(call string, id ElementID) (int32, error) {
+	if id.Col < 0 || id.Col >= b.cfg.Columns || id.Row < 0 || id.Row >= b.cfg.Rows {
+		return 0, fmt.Errorf("bucket: %s %v: %w (%d columns × %d rows)", call, id, ErrBadID, b.cfg.Columns, b.cfg.Rows)
+	}
+	i := int32(id.Col*b.cfg.Rows + id.Row)
+	e := &b.el[i]
+	if e.state != Fetching {
+		return 0, fmt.Errorf("bucket: %s %v: %w (state %v)", call, id, ErrNotFetching, e.state)
+	}
+	if e.gen != id.Gen {
+		return 0, fmt.Errorf("bucket: %s %v: %w (element is at gen %d)", call, id, ErrStale, e.gen)
+	}
+	return i, nil
+}
+
+// Want lets the FETCHING element of id take up to room more URLs of its
+// host while its trip runs (a refill): Add joins them to it as to a
+// QUEUING list, and Refill hands them over. It replaces the room of an
+// earlier Want; the URLs joined since stay. The host keeps its one
+// element (one connection): its trip goes on with them instead of ending,
+// waiting out TIMEWAIT and being dispatched again. O(1).
+func (b *Bucket) Want(id ElementID, room int) error {
+	i, err := b.fetching("want", id)
+	if err != nil {
+		return err
+	}
+	e := &b.el[i]
+	e.want = len(e.items) + max(room, 0)
+	return nil
+}
+
+// Refill returns the URLs joined to the FETCHING element of id since its
+// Want, which they leave, and ends the Want (the element takes no more
+// until the next one). O(1).
+func (b *Bucket) Refill(id ElementID) ([]Item, error) {
+	i, err := b.fetching("refill", id)
+	if err != nil {
+		return nil, err
+	}
+	e := &b.el[i]
+	items := e.items
+	e.items, e.want = nil, 0
+	return items, nil
 }
 
 // Drain frees every QUEUING element and returns their hosts and URLs (a
 // Batch each, with a zero ID: the element is FREE now), which the caller
-// puts back IN_LIST (phase swap, shutdown, failed bookkeeping). FETCHING and
-// TIMEWAIT elements are untouched. Returns nil when nothing was queued.
+// puts back IN_LIST (phase swap, shutdown, failed bookkeeping). FETCHING
+// elements stay FETCHING: the refills they hold are returned too (with
+// the element's ID) and their Wants end. TIMEWAIT elements are untouched.
+// Returns nil when nothing was queued.
 func (b *Bucket) Drain() []Batch {
 	var out []Batch
+	for i := range b.el {
+		if e := &b.el[i]; e.state == Fetching && (len(e.items) > 0 || e.want > 0) {
+			if len(e.items) > 0 {
+				out = append(out, Batch{ID: b.id(int32(i)), Host: e.host, Items: e.items})
+			}
+			e.items, e.want = nil, 0
+		}
+	}
 	for _, i := range b.ready {
 		out = append(out, Batch{Host: b.el[i].host, Items: b.el[i].items})
 		b.free(i)

@@ -627,3 +627,97 @@ func TestDispatchHost(t *testing.T) {
 		t.Fatalf("released %d, want 5", freed)
 	}
 }
+
+// TestWantRefill: a FETCHING element takes URLs of its host only while its
+// trip wants them (Want), up to the room asked for, whatever list_cap;
+// Refill hands them over and ends the want; Finish refuses an element
+// holding a refill; Drain hands refills back and keeps the element
+// FETCHING; a stale or non-FETCHING ID is refused.
+func TestWantRefill(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		room    int
+		adds    int
+		joined  int // of adds
+		drain   bool
+		refill  int // URLs Refill returns (after Drain: none)
+		drained int
+	}{
+		{"no want: rejected", 0, 2, 0, false, 0, 0},
+		{"room over list_cap", 5, 7, 5, false, 5, 0},
+		{"partly filled", 4, 2, 2, false, 2, 0},
+		{"drained at a swap", 4, 3, 3, true, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := New(testConfig()) // list_cap 3
+			addURLs(t, b, 0, "h", 1)
+			bt := b.Dispatch(at(100))
+			if len(bt) != 1 {
+				t.Fatalf("dispatched %d elements, want 1", len(bt))
+			}
+			id := bt[0].ID
+			if tc.room > 0 {
+				if err := b.Want(id, tc.room); err != nil {
+					t.Fatal(err)
+				}
+			}
+			joined := 0
+			for i := range tc.adds {
+				if b.Accepts("h", fnvHash("h")) != (joined < tc.room) {
+					t.Fatalf("add %d: Accepts = %v with %d joined of %d", i, !(joined < tc.room), joined, tc.room)
+				}
+				switch o := b.Add(at(110), "h", fnvHash("h"), Item{FP: uint64(10 + i)}); o {
+				case Joined:
+					joined++
+				case Rejected:
+				default:
+					t.Fatalf("add %d: %v", i, o)
+				}
+			}
+			if joined != tc.joined {
+				t.Fatalf("joined %d, want %d", joined, tc.joined)
+			}
+			if v, _ := b.Lookup("h", fnvHash("h")); v.State != Fetching || v.Len != joined {
+				t.Fatalf("element %+v, want FETCHING holding %d", v, joined)
+			}
+			if joined > 0 {
+				if err := b.Finish(id, at(120), 0); !errors.Is(err, ErrRefillHeld) {
+					t.Fatalf("Finish while holding a refill: %v, want ErrRefillHeld", err)
+				}
+			}
+			drained := 0
+			if tc.drain {
+				for _, d := range b.Drain() {
+					if d.ID != id || d.Host != "h" {
+						t.Fatalf("drained %+v, want the fetching element's refill", d)
+					}
+					drained += len(d.Items)
+				}
+			}
+			if drained != tc.drained {
+				t.Fatalf("drained %d, want %d", drained, tc.drained)
+			}
+			got, err := b.Refill(id)
+			if err != nil || len(got) != tc.refill {
+				t.Fatalf("Refill = %d URLs, %v; want %d", len(got), err, tc.refill)
+			}
+			if o := b.Add(at(130), "h", fnvHash("h"), Item{FP: 99}); o != Rejected {
+				t.Fatalf("add after Refill: %v, want rejected (the want ended)", o)
+			}
+			if err := b.Finish(id, at(130), 0); err != nil {
+				t.Fatal(err)
+			}
+			checkInvariants(t, b, "after finish")
+			for _, err := range []error{b.Want(id, 1), func() error { _, err := b.Refill(id); return err }()} {
+				if !errors.Is(err, ErrNotFetching) {
+					t.Fatalf("Want/Refill on a TIMEWAIT element: %v, want ErrNotFetching", err)
+				}
+			}
+			stale := id
+			stale.Gen++
+			if err := b.Want(stale, 1); !errors.Is(err, ErrNotFetching) && !errors.Is(err, ErrStale) {
+				t.Fatalf("Want with a stale id: %v", err)
+			}
+		})
+	}
+}

@@ -77,6 +77,7 @@ type Frontier struct {
 	closed bool
 	ops    chan *op
 	quit   chan struct{}
+	hurry  chan struct{} // Hurry: a caller waits for the writes gathered (cap 1)
 	done   chan struct{}
 	once   sync.Once
 	cerr   error
@@ -127,12 +128,13 @@ func Open(opts Options) (*Frontier, error) {
 		return nil, err
 	}
 	f := &Frontier{
-		opts: opts,
-		db:   db,
-		log:  slog.Default().With("component", "frontier"),
-		ops:  make(chan *op, opQueue),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
+		opts:  opts,
+		db:    db,
+		log:   slog.Default().With("component", "frontier"),
+		ops:   make(chan *op, opQueue),
+		quit:  make(chan struct{}),
+		hurry: make(chan struct{}, 1),
+		done:  make(chan struct{}),
 	}
 	f.maxPerHost.Store(int64(opts.MaxPerHost))
 	if err := f.init(); err != nil {

@@ -308,6 +308,8 @@ func (f *Frontier) writer() {
 				// (the end of a crawl, a few hosts left), and waiting longer
 				// would only hold their trips.
 				timeout = nil
+			case <-f.hurry:
+				timeout = nil // a caller waits for these writes (Hurry)
 			case <-f.quit:
 				break gather
 			}
@@ -316,6 +318,18 @@ func (f *Frontier) writer() {
 		quiet.Stop()
 		f.run(batch)
 		clear(batch)
+	}
+}
+
+// Hurry tells the writer that a caller has nothing to do until writes it
+// sent are committed (a host trip whose list is done, waiting for the URLs
+// its pages' writes take for it): the writer commits what it has gathered
+// at once instead of waiting up to BatchDelay for more. A Hurry while
+// nothing is being gathered applies to the next batch. It never blocks.
+func (f *Frontier) Hurry() {
+	select {
+	case f.hurry <- struct{}{}:
+	default:
 	}
 }
 

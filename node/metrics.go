@@ -22,6 +22,7 @@ type Metrics struct {
 	URLsDiscovered prometheus.Counter
 	URLsNew        prometheus.Counter
 	URLsTaken      prometheus.Counter
+	URLsRefilled   prometheus.Counter
 	GuestsReceived prometheus.Counter
 	GuestsFetched  prometheus.Counter
 	StalledRetries prometheus.Counter
@@ -72,7 +73,10 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 			Name: "phasecrawl_urls_new_total", Help: "Discovered URLs the frontier had not seen before.",
 		}),
 		URLsTaken: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "phasecrawl_urls_taken_total", Help: "URLs a host trip took for itself (up to bucket.list_cap): new ones from its own pages' links, and, for the last page of its list, ones its host had queued.",
+			Name: "phasecrawl_urls_taken_total", Help: "URLs a host trip took for itself from its own pages' links (new ones, up to bucket.list_cap in its list).",
+		}),
+		URLsRefilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_urls_refilled_total", Help: "URLs a running host trip got from the scheduler (its host's queued URLs, while no other host waited for a worker).",
 		}),
 		GuestsReceived: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_guests_received_total", Help: "URLs other members lent this node for the host phase it works on (cluster.lend), dropped duplicates not counted.",
@@ -112,7 +116,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 	})
 	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied, m.Sitemaps, m.CanonicalPages,
-		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.GuestsReceived, m.GuestsFetched, m.StalledRetries, m.Truncated, m.OutOfScope,
+		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.URLsRefilled, m.GuestsReceived, m.GuestsFetched, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),
 		newStateCollector("phasecrawl_bucket_elements", "Bucket elements, by state.", bucketStates),
 		collectors.NewGoCollector(),

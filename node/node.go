@@ -92,6 +92,9 @@ type Node struct {
 	wake chan struct{}     // new URLs or retries: the scheduler should scan
 	done chan finished     // workers -> scheduler: an element's list is done
 	jobs chan bucket.Batch // scheduler -> workers
+	// refills: running trips -> scheduler, requests for more URLs of their
+	// host (worker.go refillAsk, scheduler.refill).
+	refills chan *refillAsk
 	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
 	// inactive: the hosts it serves (deadlane.go).
 	deadJobs chan bucket.Batch
@@ -108,6 +111,8 @@ type finished struct {
 	id   bucket.ElementID
 	wait time.Duration // TIMEWAIT: what is left of the host's delay after the trip's last request
 	host string
+	// inactive: the trip ran in the dead-link lane.
+	inactive bool
 	// perPage is the trip's time per request: the host's delay plus its
 	// mean response time (0 when no request was sent; see scheduler.slow).
 	perPage time.Duration
@@ -144,6 +149,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		started:  time.Now(),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan finished, cfg.Workers*2),
+		refills:  make(chan *refillAsk, cfg.Workers),
 		jobs:     make(chan bucket.Batch),
 		inactive: newInactiveHosts(),
 	}

@@ -48,6 +48,14 @@ type scheduler struct {
 	// hostSpeeds tells the hosts whose elements take the priority lane:
 	// new and slow ones (dispatch.go).
 	hostSpeeds
+	busy int // live-lane workers on a trip (handed an element, not finished)
+
+	// wants are the refills running trips asked for and the scheduler
+	// granted (refill), in the order asked: the bucket joins the host's
+	// URLs the scan meets to its FETCHING element (bucket.Want), and each
+	// is answered once its room is full or a pass has seen the whole
+	// window for it.
+	wants []want
 
 	// URLs placed in the bucket whose move to IN_PROGRESS is not committed
 	// yet: a scan may still return them as IN_LIST and must skip them.
@@ -70,6 +78,14 @@ type scheduler struct {
 	// answered yet, in submission order.
 	started map[bucket.ElementID]time.Time
 	timing  []*frontier.Pending
+}
+
+// want is a granted refill not answered yet; partial: it was granted
+// while a pass was under way, whose end has not seen the whole window for
+// it.
+type want struct {
+	a       *refillAsk
+	partial bool
 }
 
 // pendingMark is an asynchronous MarkInProgress of the URLs refs.
@@ -103,6 +119,9 @@ func (n *Node) schedule(ctx context.Context) {
 		}
 		s.reapMarks()
 		s.reapTiming()
+		if !open {
+			s.answerWants() // the phase is closing: no trip goes on
+		}
 		if freed := n.bkt.Release(now); freed > 0 {
 			s.idle, s.dirty = false, true
 		}
@@ -137,6 +156,8 @@ func (n *Node) schedule(ctx context.Context) {
 			select {
 			case f := <-n.done:
 				s.finish(f)
+			case a := <-n.refills:
+				s.refill(a, phase, open)
 			default:
 				break collect
 			}
@@ -187,6 +208,8 @@ func (n *Node) schedule(ctx context.Context) {
 			s.deadHandedOut()
 		case f := <-n.done:
 			s.finish(f)
+		case a := <-n.refills:
+			s.refill(a, phase, open)
 		case <-n.wake:
 			s.idle, s.dirty = false, true
 		case <-timer.C:
@@ -237,6 +260,7 @@ func (s *scheduler) rank(host string, ranked bool) rank {
 
 // handedOut drops s.pending[0], which a worker took.
 func (s *scheduler) handedOut() {
+	s.busy++
 	s.startTrip(s.pending[0].ID)
 	s.took()
 }
@@ -358,6 +382,11 @@ func (s *scheduler) mayScan(now time.Time) bool {
 // times (4.5M records), and the crawl took 8% less CPU and time (5 A/B
 // pairs, test/bench CrawlLarge).
 func (s *scheduler) nextPass() time.Time {
+	for _, w := range s.wants {
+		if w.a.dry.Load() {
+			return s.passAt // a trip's connection waits for this pass
+		}
+	}
 	if len(s.pending) == 0 {
 		return s.passAt.Add(idlePassGap)
 	}
@@ -412,7 +441,9 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	}
 	s.scanned += visited
 	s.cursor = next
-	if next == nil || s.scanned >= n.cfg.Frontier.Window {
+	end := next == nil || s.scanned >= n.cfg.Frontier.Window
+	s.deliver(end)
+	if end {
 		// End of the window: slide back to the oldest unfinished URL.
 		s.cursor, s.scanned = nil, 0
 		for _, h := range s.urgent {
@@ -432,9 +463,86 @@ func (s *scheduler) fill(now time.Time, phase int) {
 	}
 }
 
+// refill decides on a running trip's request for more URLs of its host:
+// granted (the bucket's FETCHING element takes the host's URLs the scan
+// meets, and a pass is due) while the phase is open and no dispatched
+// element waits for a worker: every pending element has an idle worker
+// to take it. Refused, it is answered at once with none, and the trip
+// ends with its list. Dispatch (enqueue) decides which host a free worker
+// takes next; this decides whether a busy one goes on with its host.
+func (s *scheduler) refill(a *refillAsk, phase int, open bool) {
+	n := s.n
+	if !open || frontier.PhaseOf(frontier.HostHash(a.host), s.nphase) != phase || len(s.pending) > n.cfg.Workers-s.busy {
+		a.reply <- nil
+		return
+	}
+	if err := n.bkt.Want(a.id, a.room); err != nil {
+		a.reply <- nil
+		return
+	}
+	s.wants = append(s.wants, want{a: a, partial: s.cursor != nil || s.scanned > 0})
+	s.idle, s.dirty = false, true
+}
+
+// deliver answers the refills whose room is full and, at the end of a
+// pass (end), every one the pass saw the whole window for; one granted
+// during the pass that found nothing waits for the next pass.
+func (s *scheduler) deliver(end bool) {
+	k := 0
+	for _, w := range s.wants {
+		v, ok := s.n.bkt.Lookup(w.a.host, frontier.HostHash(w.a.host))
+		got := 0
+		if ok && v.ID == w.a.id {
+			got = v.Len
+		}
+		if got < w.a.room && !(end && (!w.partial || got > 0)) {
+			if end {
+				w.partial = false // the next pass sees the whole window
+			}
+			s.wants[k] = w
+			k++
+			continue
+		}
+		items, _ := s.n.bkt.Refill(w.a.id) // a stale id (cannot happen) answers none
+		w.a.reply <- items
+	}
+	clear(s.wants[k:])
+	s.wants = s.wants[:k]
+}
+
+// answerWants answers every refill not answered yet with none; URLs the
+// bucket joined for them go back to the queue (after their marks: the
+// frontier applies writes in order).
+func (s *scheduler) answerWants() {
+	for _, w := range s.wants {
+		items, _ := s.n.bkt.Refill(w.a.id)
+		s.handBack(w.a.host, items)
+		w.a.reply <- nil
+	}
+	clear(s.wants)
+	s.wants = s.wants[:0]
+}
+
+// handBack puts URLs of host the scheduler holds back in the queue,
+// asynchronously.
+func (s *scheduler) handBack(host string, items []bucket.Item) {
+	refs := s.batchRefs([]bucket.Batch{{Host: host, Items: items}})
+	if len(refs) > 0 {
+		s.n.front.Settle(s.n.persistCtx, frontier.SettleRequest{Requeue: refs})
+	}
+}
+
 // finish moves a fetched element to TIMEWAIT for its host's delay and
 // remembers that the host is known now, and whether it is slow.
 func (s *scheduler) finish(f finished) {
+	if !f.inactive {
+		s.busy--
+	}
+	// A trip waits for the answer to its refill before it ends: nothing
+	// is joined to its element any more (handed back if it were).
+	if items, err := s.n.bkt.Refill(f.id); err == nil && len(items) > 0 {
+		s.handBack(f.host, items)
+	}
 	s.report(f.host, f.perPage)
 	s.endTrip(f)
 	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
@@ -448,6 +556,7 @@ func (s *scheduler) finish(f finished) {
 func (s *scheduler) swap(phase, nphase int) {
 	n := s.n
 	refs := s.unstarted()
+	s.answerWants()
 	for _, b := range s.pending {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
@@ -475,6 +584,7 @@ func (s *scheduler) swap(phase, nphase int) {
 func (s *scheduler) stop() {
 	n := s.n
 	refs := s.unstarted()
+	s.answerWants()
 	s.pending, s.nprio, s.dead = nil, 0, nil
 	n.giveBack(n.guests.clear())
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
@@ -484,7 +594,8 @@ func (s *scheduler) stop() {
 }
 
 // unstarted frees the QUEUING elements and returns the Refs of the URLs no
-// worker has started: theirs and the pending elements'.
+// worker has started: theirs, the refills the FETCHING elements hold, and
+// the pending elements'.
 func (s *scheduler) unstarted() []frontier.Ref {
 	refs := s.batchRefs(s.n.bkt.Drain())
 	refs = append(refs, s.batchRefs(s.dead)...)

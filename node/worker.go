@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
@@ -50,17 +51,24 @@ type hostTrip struct {
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
 
 	guest *pendingGuest // a guest's fetch being recorded (guest.go)
+	page  *pageWork     // a page being archived and parsed while the trip goes on
+	// sent holds the fingerprints of the URLs the trip's page writes
+	// carried (at most maxSent; nil: none kept): the links its pages repeat
+	// (a site's menus, its home page) are written once a trip, not once a
+	// page. Its page works share it, one at a time (joinPage).
+	sent map[uint64]struct{}
 
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
 
-	// The trip's list: the element's URLs, then the URLs of this host its
-	// pages link to that the frontier took for the trip (Taken), while the
-	// list is shorter than bucket.list_cap. next is the first not started.
-	items    []bucket.Item
-	next     int
-	listCap  int
-	reserved int // room promised to page writes not answered yet
+	// The trip's list (trip.go): the element's URLs, then the URLs of this
+	// host its pages link to that the frontier took for the trip (Taken),
+	// then the refills the scheduler gave it (refill: the one asked for
+	// and not answered yet).
+	list   tripList
+	id     bucket.ElementID
+	refill *refillAsk
+	stop   <-chan struct{} // closed when the node stops: wait for no refill
 }
 
 // settling is one page's asynchronous frontier write, and the page's URL
@@ -79,8 +87,8 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 
 // workIn is work in a lane: the live one, or the dead-link lane (inactive).
 func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
-	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay,
-		items: b.Items, listCap: n.cfg.Bucket.ListCap, inactive: inactive}
+	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay, id: b.ID, sent: make(map[uint64]struct{}),
+		list: tripList{items: b.Items, listCap: n.cfg.Bucket.ListCap, refills: !inactive}, inactive: inactive, stop: runCtx.Done()}
 	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd := n.deadlines
 	if pd != nil {
@@ -106,26 +114,118 @@ func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive
 			cancel()
 			break // commit requeues the rest of the list
 		}
-		it := t.items[t.next]
-		t.next++
+		t.askRefill()
+		it, _ := t.list.pop()
 		t.fetchOne(fetch.WithBodyLimiter(ctx, lim), it)
 		cancel()
 	}
 	if n.bwOn {
 		// URLs left: the phase is closing (or the node stopping).
-		n.bw.End(b.Host, t.next < len(t.items))
+		n.bw.End(b.Host, t.list.unstarted() > 0)
 	}
 	t.end(b.ID)
 }
 
 // more reports whether the trip has a URL left to fetch. At the end of the
-// list it waits for the page writes that may still add to it (the URLs of
-// this host they take for the trip); commit would wait for them anyway.
+// list it waits for what may still add to it: the refill asked for (until
+// run is done), then the page writes that may take URLs of this host for
+// the trip (commit would wait for them anyway).
 func (t *hostTrip) more() bool {
-	for t.next == len(t.items) && t.reserved > 0 && t.polled < len(t.settling) {
-		t.awaitNext()
+	for {
+		t.takeRefill(false)
+		if t.list.unstarted() > 0 {
+			return true
+		}
+		t.joinPage() // its write may take URLs for the trip
+		t.askRefill()
+		switch {
+		case t.list.waiting():
+			// The connection is idle: the scheduler passes over the queue
+			// now, and the trip's page writes (URLs of the host it may
+			// find there) commit without waiting for more.
+			t.refill.dry.Store(true)
+			t.n.notify()
+			t.n.front.Hurry()
+			if !t.takeRefill(true) {
+				return false // stopping: the scheduler hands back what it holds
+			}
+		case t.list.awaitsWrites():
+			t.n.front.Hurry()
+			t.awaitNext()
+		default:
+			return false
+		}
 	}
-	return t.next < len(t.items)
+}
+
+// refillAsk is a running trip's request to the scheduler for more URLs of
+// its host (scheduler.refill), answered exactly once on reply, with the
+// URLs (IN_PROGRESS, the trip's like its list) or none.
+type refillAsk struct {
+	id    bucket.ElementID
+	host  string
+	room  int
+	reply chan []bucket.Item // buffered: the scheduler never waits
+	dry   atomic.Bool        // the trip has nothing left to fetch until the answer
+}
+
+// askRefill asks the scheduler for more URLs of the host when the list
+// wants them (tripList.refillRoom) and the host is fine (refillable). A
+// full request channel counts as a refusal.
+func (t *hostTrip) askRefill() {
+	if !t.refillable() || t.n.refills == nil {
+		return
+	}
+	room := t.list.refillRoom()
+	if room == 0 {
+		return
+	}
+	a := &refillAsk{id: t.id, host: t.host, room: room, reply: make(chan []bucket.Item, 1)}
+	select {
+	case t.n.refills <- a:
+		t.refill = a
+		t.list.askedFor(room)
+	default:
+		t.list.refused()
+	}
+}
+
+// refillable reports whether the host is fine for more of its URLs: not
+// down, not backed off, and its pages recorded.
+func (t *hostTrip) refillable() bool {
+	return t.down == "" && !t.downFree && !t.failed && t.held.reason == ""
+}
+
+// takeRefill takes the answer to the refill asked for, if any: at once
+// (!wait), or waiting for it until the node stops. It reports whether
+// an answer was taken or none was outstanding. The URLs of an answer that
+// comes once the host is no longer fine go back to the queue untried.
+func (t *hostTrip) takeRefill(wait bool) bool {
+	a := t.refill
+	if a == nil {
+		return true
+	}
+	var items []bucket.Item
+	if !wait {
+		select {
+		case items = <-a.reply:
+		default:
+			return false
+		}
+	} else {
+		select {
+		case items = <-a.reply:
+		case <-t.stop:
+			return false
+		}
+	}
+	t.refill = nil
+	ok := t.refillable()
+	t.list.refilled(items, ok)
+	if ok {
+		t.n.m.URLsRefilled.Add(float64(len(items)))
+	}
+	return true
 }
 
 // awaitNext waits for the oldest page write not collected yet and accounts for it.
@@ -149,7 +249,7 @@ func (t *hostTrip) end(id bucket.ElementID) {
 // perPage is what one request of this host costs in time (its delay plus
 // its mean response time), for the scheduler's priority lane.
 func (t *hostTrip) finished(id bucket.ElementID) finished {
-	f := finished{id: id, wait: t.gap(), host: t.host}
+	f := finished{id: id, wait: t.gap(), host: t.host, inactive: t.inactive}
 	if !t.last.IsZero() {
 		f.wait = max(t.gap()-time.Since(t.last), 0)
 	}
@@ -284,7 +384,12 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n := t.n
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
 	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
-	defer func() { t.keep(it, res, entry, true) }()
+	async := false // the page is handled by a pageWork, which records it
+	defer func() {
+		if !async {
+			t.keep(it, res, entry, true)
+		}
+	}()
 	if t.downFree {
 		// An adaptive timeout cut the host earlier in this list: the rest
 		// goes back to the queue untried, for the dead-link lane.
@@ -392,7 +497,11 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.failedWith(kind)
 		return
 	}
-	defer resp.Release() // nothing below keeps the bodies past this page
+	defer func() {
+		if !async {
+			resp.Release() // nothing below keeps the bodies past this page
+		}
+	}()
 	if n.cfg.Fetch.AdaptiveTimeouts {
 		n.times.observe(t.host, t.last.Sub(start))
 	}
@@ -403,24 +512,117 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.pages.Add(1)
 	n.bytes.Add(int64(len(resp.RawBody)))
 	rv := t.classify(resp, prev, time.Now(), &res)
-	t.archiveAs(resp, res.Page, rv)
 	if t.answered(resp.Status, resp.Header) {
+		t.archiveAs(resp, res.Page, rv)
 		entry.Status, entry.Bytes, entry.MIME = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType)
 		res.Status = resp.Status
 		t.stallHeld(&res, &entry)
 		return
 	}
+	if !it.Guest && res.Change != frontier.Unchanged && resp.Status >= 200 && resp.Status < 300 {
+		// A page to archive and parse: done while the next request runs.
+		t.outcomeHead(resp, &res, &entry)
+		res.Reason, entry.Reason = "ok", "ok"
+		t.startPage(&pageWork{it: it, resp: resp, res: res, entry: entry, rv: rv})
+		async = true
+		return
+	}
+	t.archiveAs(resp, res.Page, rv)
 	t.outcome(it, resp, &res, &entry)
+}
+
+// pageWork is a fetched page's handling that runs while the trip's next
+// request does (the connection stays busy): in order, archiving its
+// exchange, extracting its links (into sub, a hostTrip of its own), its
+// crawl log line, then its frontier write (the links owned elsewhere
+// routed first), as keep and settlePage do for the other pages. The trip
+// starts one at a time and joins it (joinPage) before it records anything
+// else, so pages are recorded in order, each after its WARC records and
+// log line, and a crash loses at most the pages whose write was not
+// committed, as before.
+type pageWork struct {
+	it    bucket.Item
+	resp  *fetch.Response
+	res   frontier.Result
+	entry archive.LogEntry
+	rv    *archive.Revisit
+	sub   hostTrip
+	room  int               // URLs of the host its write may take for the trip
+	p     *frontier.Pending // its write; nil when the links could not be routed
+	done  chan struct{}
+}
+
+// startPage starts w once the page before it is recorded; a trip whose
+// pages cannot be recorded one by one (failed) handles it at once.
+func (t *hostTrip) startPage(w *pageWork) {
+	t.joinPage()
+	w.sub = hostTrip{n: t.n, host: t.host, hostHash: t.hostHash, sent: t.sent}
+	if t.failed {
+		w.run()
+		t.page = w
+		t.joinPage()
+		return
+	}
+	t.prepare(w.it, &w.res)
+	w.sub.done, t.done = t.done, nil
+	w.room = t.list.takingRoom(t.down == "")
+	t.list.reserved += w.room
+	w.done = make(chan struct{})
+	t.page = w
+	go func() {
+		defer close(w.done)
+		w.run()
+		n := t.n
+		n.out.writeLog(w.entry)
+		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
+		if err != nil {
+			n.log.Error("route discovered URLs", "error", err, "urls", len(w.sub.found))
+			return // joinPage hands the page and its links to commit
+		}
+		w.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: []frontier.Result{w.res}, Take: &frontier.Take{Host: w.sub.host, Room: w.room}})
+	}()
+}
+
+// run archives w's exchange and extracts its links.
+func (w *pageWork) run() {
+	w.sub.archiveAs(w.resp, w.res.Page, w.rv)
+	w.entry.Outlinks = w.sub.links(w.resp, w.it, &w.entry)
+}
+
+// joinPage waits for the page being handled while the trip went on, if
+// any, and takes its frontier write among the trip's (or, when it could
+// not be made, the page and its links for commit).
+func (t *hostTrip) joinPage() {
+	w := t.page
+	if w == nil {
+		return
+	}
+	t.page = nil
+	if w.done == nil { // handled at once (startPage): recorded like any page
+		w.resp.Release()
+		t.found = append(t.found, w.sub.found...)
+		t.keep(w.it, w.res, w.entry, true)
+		return
+	}
+	<-w.done
+	w.resp.Release()
+	if w.p == nil {
+		t.failed = true
+		t.list.reserved -= w.room
+		t.results = append(t.results, w.res)
+		t.found = append(t.found, w.sub.found...)
+		t.done = append(t.done, w.sub.done...)
+		return
+	}
+	t.settling = append(t.settling, settling{p: w.p, done: w.sub.done, room: w.room})
+	t.list.wrote()
+	t.poll()
 }
 
 // outcome classifies a page's response (archived already) into its result
 // and log entry, and collects its links and redirect target.
 func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.Result, entry *archive.LogEntry) {
-	entry.Status, entry.Bytes, entry.MIME, entry.Truncated = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType), resp.Truncated
-	res.Status, res.Bytes = resp.Status, int64(len(resp.RawBody))
-	if resp.Truncated {
-		t.n.m.Truncated.Inc()
-	}
+	t.outcomeHead(resp, res, entry)
 	switch {
 	case res.Change == frontier.Unchanged:
 		// A revisit of an unchanged page (a 304, or the same payload):
@@ -442,10 +644,20 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 	}
 }
 
+// outcomeHead sets what every response gives its result and log entry.
+func (t *hostTrip) outcomeHead(resp *fetch.Response, res *frontier.Result, entry *archive.LogEntry) {
+	entry.Status, entry.Bytes, entry.MIME, entry.Truncated = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType), resp.Truncated
+	res.Status, res.Bytes = resp.Status, int64(len(resp.RawBody))
+	if resp.Truncated {
+		t.n.m.Truncated.Inc()
+	}
+}
+
 // keep records a finished page (res.FP 0: none, the URL was requeued): its
 // result joins the trip's, its crawl log line is written (when log) and its
 // frontier write is submitted.
 func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
+	t.joinPage() // the page before, recorded first
 	if it.Guest {
 		t.guestPage(it, res, entry)
 		return
@@ -454,26 +666,31 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 		return
 	}
 	n := t.n
+	t.prepare(it, &res)
+	t.results = append(t.results, res)
+	if log {
+		n.out.writeLog(entry)
+	}
+	t.settlePage()
+}
+
+// prepare completes a page's result with the host's delay and revisit
+// schedule, and adds the page to t.done when a Replicator wants it.
+func (t *hostTrip) prepare(it bucket.Item, res *frontier.Result) {
+	n := t.n
 	res.Delay = t.gap()
 	// A STALLED result carries it too: the frontier completes a URL whose
 	// tries are used up, and it is due again like the others.
 	res.Revisit = n.revisitSchedule(t.host)
-	var due time.Time
-	if res.State == frontier.Completed {
+	if res.State == frontier.Completed && n.repl != nil {
+		var due time.Time
 		if res.Revisit.Interval > 0 {
 			// The replica's copy of the Due the frontier sets (from the
 			// base interval: the adaptive history is the owner's).
 			due = time.Now().Add(res.Revisit.Interval)
 		}
-	}
-	t.results = append(t.results, res)
-	if res.State == frontier.Completed && n.repl != nil {
 		t.done = append(t.done, frontier.NewURL{URL: it.URL, Host: t.host, Depth: it.Depth, Due: due})
 	}
-	if log {
-		n.out.writeLog(entry)
-	}
-	t.settlePage()
 }
 
 // links extracts, scopes and collects the outlinks of a 2xx response: an
@@ -631,7 +848,7 @@ func (t *hostTrip) settlePage() {
 		return // recorded by commit at the end of the trip
 	}
 	n := t.n
-	local, err := n.split.RouteForeign(n.persistCtx, t.found)
+	local, err := n.split.RouteForeign(n.persistCtx, t.unsent(t.found))
 	if err != nil {
 		// Keep the page and its links for commit, which tries again.
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -639,15 +856,43 @@ func (t *hostTrip) settlePage() {
 		return
 	}
 	res := t.results[len(t.results)-1:]
-	room := t.room()
-	t.reserved += room
-	// On the list's last page (Claim), the write also takes what the host
-	// still has queued, and the trip goes on with it.
-	take := &frontier.Take{Host: t.host, Room: room, Claim: t.next == len(t.items)}
-	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: take})
+	room := t.list.takingRoom(t.down == "" && !t.failed)
+	t.list.reserved += room
+	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: &frontier.Take{Host: t.host, Room: room}})
 	t.settling = append(t.settling, settling{p: p, done: t.done, room: room})
+	t.list.wrote()
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
+}
+
+// maxSent bounds hostTrip.sent.
+const maxSent = 1 << 16
+
+// unsent returns found without the URLs an earlier page write of the trip
+// carried already (in place). Such a URL is durable once that write is,
+// and writes commit in order, so the page that repeats it loses nothing:
+// should the earlier write fail, its page stays IN_PROGRESS and is fetched
+// again after a restart, links and all. A URL with more to say than its
+// address (a sitemap's lastmod, a redirect count, a revisit's due time)
+// is always sent.
+func (t *hostTrip) unsent(found []frontier.NewURL) []frontier.NewURL {
+	if t.sent == nil {
+		return found
+	}
+	out := found[:0]
+	for _, u := range found {
+		if u.LastMod.IsZero() && u.Redirects == 0 && u.Due.IsZero() {
+			fp := frontier.Fingerprint(u.URL)
+			if _, ok := t.sent[fp]; ok {
+				continue
+			}
+			if len(t.sent) < maxSent {
+				t.sent[fp] = struct{}{}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // dropGuests returns fps without the trip's guests (another member owns
@@ -655,7 +900,7 @@ func (t *hostTrip) settlePage() {
 // again or fetch them.
 func (t *hostTrip) dropGuests(fps []uint64) []uint64 {
 	var guests map[uint64]bool
-	for _, it := range t.items {
+	for _, it := range t.list.all() {
 		if it.Guest {
 			if guests == nil {
 				guests = map[uint64]bool{}
@@ -687,15 +932,6 @@ func (t *hostTrip) refs(fps []uint64) []frontier.Ref {
 	return refs
 }
 
-// room is how many more URLs the trip's list may take (bucket.list_cap in
-// all), none once the host looks down or a page could not be recorded.
-func (t *hostTrip) room() int {
-	if t.down != "" || t.failed {
-		return 0
-	}
-	return max(t.listCap-len(t.items)-t.reserved, 0)
-}
-
 // poll collects the page writes committed so far (they commit in order)
 // and replicates their completed pages.
 func (t *hostTrip) poll() {
@@ -715,7 +951,8 @@ func (t *hostTrip) poll() {
 // from ever being crawled again).
 func (t *hostTrip) settled(s *settling, added int, err error) {
 	t.polled++
-	t.reserved -= s.room
+	t.list.reserved -= s.room
+	t.list.committedWrite()
 	for _, tk := range s.p.Taken() {
 		if h := t.n.holder; h != nil && h.Held(tk.FP) {
 			// Its owner, counting the members away, is away (cluster): it
@@ -723,7 +960,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 			t.requeue = append(t.requeue, tk.FP)
 			continue
 		}
-		t.items = append(t.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth, Due: tk.Due})
+		t.list.items = append(t.list.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth, Due: tk.Due})
 		t.n.m.URLsTaken.Inc()
 	}
 	if err != nil {
@@ -754,19 +991,23 @@ func (t *hostTrip) replicate(done []frontier.NewURL) {
 func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
+	t.joinPage()
 	t.flushGuest()
 	for t.polled < len(t.settling) {
 		t.awaitNext()
 	}
 	// What the trip did not get to (it was stopped, or its last writes
 	// took URLs it has no time for now) goes back to the queue.
-	for _, it := range t.items[t.next:] {
+	// A refill still unanswered is waited for (the scheduler answers at the
+	// end of its pass, at once while the phase is closed): its URLs are the
+	// trip's and go back with the rest. A node that stops recovers them.
+	t.takeRefill(true)
+	for _, it := range t.list.rest() {
 		t.requeue = append(t.requeue, it.FP)
 	}
-	t.next = len(t.items)
 	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
-	local, err := n.split.RouteForeign(ctx, t.found)
+	local, err := n.split.RouteForeign(ctx, t.unsent(t.found))
 	if err != nil {
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
 		return

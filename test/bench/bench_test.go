@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,23 @@ func largeConfig() synthweb.Config {
 	wc := synthweb.DefaultConfig()
 	wc.Hosts *= 4
 	wc.Pages *= 4
+	return wc
+}
+
+// zipfSeeds are the seeds of the Zipf-heavy webs (zipfConfig).
+var zipfSeeds = []int64{1, 2, 3}
+
+// zipfConfig is a web of Zipf-heavy site sizes: 500 hosts, 20,000
+// content pages (a mean of 40), sizes ∝ 1/rank^0.8, so the largest site
+// has ~1,550 pages (plus its redirects, 404s and files) and a few sites
+// hold a third of the web; five hosts (1%) answer in 50 ms (sites of at
+// most 20 pages). The rest as the default web: robots groups and
+// Crawl-delay, gzip hosts, redirects, nofollow, frames, the trap.
+func zipfConfig(seed int64) synthweb.Config {
+	wc := synthweb.DefaultConfig()
+	wc.Seed = seed
+	wc.Hosts, wc.Pages, wc.ZipfS, wc.MaxSitePages = 500, 20000, 0.8, 20000
+	wc.SlowHosts, wc.SlowMin, wc.SlowMax, wc.SlowMaxPages = 0.01, 50*time.Millisecond, 50*time.Millisecond, 20
 	return wc
 }
 
@@ -157,6 +175,7 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 	if res.Pages != int64(exp.Fetches) {
 		b.Fatalf("%s fetched %d pages, oracle expects %d", name, res.Pages, exp.Fetches)
 	}
+	res.Tail5 = lastPagesTime(web, 0.05)
 	if len(res.Series) > 0 {
 		b.Logf("%s timeline (run %d):\n%s", name, i, FormatSeries(res.Series, runtime.GOMAXPROCS(0)))
 	}
@@ -164,6 +183,28 @@ func checkedCrawl(b *testing.B, web *synthweb.Web, name string, run crawler, i i
 		b.Logf("%s tail (run %d):\n%s", name, i, TailReport(web, start, 4))
 	}
 	return res, len(gaps), exp.MinCrawlTime
+}
+
+// lastPagesTime is how long the last share of the crawl's page requests
+// took: from the end of the one at (1-share) of them, in the order they
+// ended, to the end of the last one (robots.txt excluded), as the web
+// recorded them. A crawl that ends with a few large sites fetched one
+// request at a time spends long on its last pages.
+func lastPagesTime(web *synthweb.Web, share float64) time.Duration {
+	var ends []time.Time
+	for _, vs := range web.Visits() {
+		for _, v := range vs {
+			if v.URI != "/robots.txt" {
+				ends = append(ends, v.End)
+			}
+		}
+	}
+	if len(ends) == 0 {
+		return 0
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
+	k := int(float64(len(ends)) * (1 - share))
+	return ends[len(ends)-1].Sub(ends[min(k, len(ends)-1)])
 }
 
 // ProfileEnv, when set to a directory, makes each crawl write its own CPU
@@ -210,16 +251,17 @@ func startCrawlProfile(b *testing.B, name string) func() {
 
 // tally sums the Results of one crawler's crawls in a benchmark.
 type tally struct {
-	pages                int64
-	elapsed, cpu, server time.Duration
-	allocs               uint64
-	conns, rss           int64 // rss: the largest RSSGrowth
+	pages                       int64
+	elapsed, cpu, server, tail5 time.Duration
+	allocs                      uint64
+	conns, rss                  int64 // rss: the largest RSSGrowth
 }
 
 func (t *tally) add(res Result) {
 	t.pages += res.Pages
 	t.elapsed += res.Elapsed
 	t.cpu += res.CPU
+	t.tail5 += res.Tail5
 	t.server += res.ServerCPU
 	t.allocs += res.Allocs
 	t.conns += res.Conns
@@ -230,13 +272,15 @@ func (t *tally) add(res Result) {
 func (t *tally) pps() float64 { return float64(t.pages) / t.elapsed.Seconds() }
 
 // report reports the tally's metrics over n crawls, each name prefixed by
-// prefix: pages/s, CPU-s/1000pages and conns, and when the crawler ran in
+// prefix: pages/s, CPU-s/1000pages, conns and last5%-s (the time the last
+// 5% of the page requests took, lastPagesTime), and when the crawler ran in
 // a child process own-CPU-s/1000pages, alloc-KiB/page and rss-growth-MiB.
 func (t *tally) report(b *testing.B, prefix string, n int) {
 	kpages := float64(t.pages) / 1000
 	b.ReportMetric(t.pps(), prefix+"pages/s")
 	b.ReportMetric(t.cpu.Seconds()/kpages, prefix+"CPU-s/1000pages")
 	b.ReportMetric(float64(t.conns)/float64(n), prefix+"conns")
+	b.ReportMetric(t.tail5.Seconds()/float64(n), prefix+"last5%-s")
 	if t.server > 0 {
 		b.ReportMetric((t.cpu-t.server).Seconds()/kpages, prefix+"own-CPU-s/1000pages")
 		b.ReportMetric(float64(t.allocs)/1024/float64(t.pages), prefix+"alloc-KiB/page")
@@ -283,6 +327,17 @@ func BenchmarkPaired(b *testing.B) {
 // BenchmarkPairedLarge is BenchmarkPaired on BenchmarkCrawlLarge's web.
 func BenchmarkPairedLarge(b *testing.B) {
 	benchPaired(b, largeConfig())
+}
+
+// BenchmarkPairedZipf is BenchmarkPaired on the Zipf-heavy webs
+// (zipfConfig), one sub-benchmark per seed: the end of such a crawl is a
+// few large sites, each a long run of requests over one connection.
+func BenchmarkPairedZipf(b *testing.B) {
+	for _, seed := range zipfSeeds {
+		b.Run(fmt.Sprintf("seed=%d", seed), func(b *testing.B) {
+			benchPaired(b, zipfConfig(seed))
+		})
+	}
 }
 
 // pairedRuns counts the calls of benchPaired in this process (benchmarks

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -84,4 +85,73 @@ func TestCrawlersInChild(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCorrectZipf checks both crawlers, as the benchmarks run them (each
+// in a child process), on the Zipf-heavy webs BenchmarkPairedZipf crawls
+// (every reachable page exactly once, robots.txt obeyed, never two
+// requests at once to a host, Crawl-delay honoured, the trap bounded). A
+// crawl with delay 0 may only be forgiven gaps shorter than a Crawl-delay,
+// which none of these crawls has.
+func TestCorrectZipf(t *testing.T) {
+	for _, seed := range zipfSeeds {
+		web, err := synthweb.New(zipfConfig(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crawlers {
+			t.Run(fmt.Sprintf("seed=%d/%s", seed, c.name), func(t *testing.T) {
+				web.Reset()
+				srv, err := webnode.Start(web)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				exp := web.Expected(srv.Scope(UserAgent))
+				res, _, err := childCrawl(context.Background(), srv, c.name, t.TempDir(), "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := web.Check(exp, 0); len(v) > 0 {
+					t.Fatalf("%d violations:\n%s", len(v), strings.Join(v, "\n"))
+				}
+				if res.Pages != int64(exp.Fetches) {
+					t.Fatalf("fetched %d pages, oracle expects %d", res.Pages, exp.Fetches)
+				}
+				t.Logf("%d pages, largest site %d URLs, %.0f pages/s", res.Pages, exp.MaxHostURLs, float64(res.Pages)/res.Elapsed.Seconds())
+			})
+		}
+	}
+}
+
+// TestPhasecrawlDelayZipf: with a delay, the trips of a Zipf-heavy web's
+// large sites keep it between every two requests to a host (refilled
+// trips included): the oracle checks every gap against it.
+func TestPhasecrawlDelayZipf(t *testing.T) {
+	wc := zipfConfig(1)
+	wc.Hosts, wc.Pages = 60, 2400 // the largest site ~400 pages
+	web, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := webnode.Start(web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	exp := web.Expected(srv.Scope(UserAgent))
+	const delay = 5 * time.Millisecond
+	cfg := srv.NodeConfig("bench", t.TempDir(), delay)
+	cfg.UserAgent = UserAgent
+	res, err := RunPhasecrawlConfig(context.Background(), cfg, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := web.Check(exp, delay); len(v) > 0 {
+		t.Fatalf("%d violations:\n%s", len(v), strings.Join(v, "\n"))
+	}
+	if res.Pages != int64(exp.Fetches) {
+		t.Fatalf("fetched %d pages, oracle expects %d", res.Pages, exp.Fetches)
+	}
+	t.Logf("%d pages, largest site %d URLs, %s", res.Pages, exp.MaxHostURLs, res.Elapsed.Round(time.Millisecond))
 }

@@ -56,7 +56,10 @@ type Result struct {
 	RSSGrowth int64
 	// Conns is how many connections the web accepted during the crawl
 	// (set by the benchmark, which owns the web).
-	Conns  int64
+	Conns int64
+	// Tail5 is how long the last 5% of the crawl's page requests took
+	// (set by the benchmark, from the web's records).
+	Tail5  time.Duration
 	Series []Sample // the crawl's timeline when PHASECRAWL_BENCH_SERIES=1 (see series.go)
 }
 
@@ -181,7 +184,7 @@ func RunPhasecrawlConfig(ctx context.Context, cfg config.Config, timeout time.Du
 //     no link of a page with <meta name=robots content=nofollow|none>
 //     followed; colly only parses 2xx (< 203) text/html responses, so 404,
 //     410 and non-HTML bodies give no links, as the oracle expects;
-//   - at most webnode.MaxPagesPerHost URLs admitted per host (bounds the trap);
+//   - at most srv.PerHostCap() URLs admitted per host (bounds the trap);
 //   - robots.txt: colly fetches it inside Visit, unsynchronized, so two
 //     goroutines visiting a new host at once would both fetch it; the first
 //     Visit of each host is therefore serialized by a per-host mutex (later
@@ -228,6 +231,7 @@ type collyCrawl struct {
 	tr     *http.Transport
 	domain string
 	rules  map[string]*colly.LimitRule // host -> its rule; read-only after setup
+	cap    int                         // URLs admitted per host at most (webnode.Server.PerHostCap)
 	pages  atomic.Int64
 
 	mu      sync.Mutex
@@ -250,6 +254,7 @@ func newCollyCrawl(srv *webnode.Server) (*collyCrawl, error) {
 	domain := srv.Web.Config().Domain
 	cc := &collyCrawl{
 		domain:  domain,
+		cap:     srv.PerHostCap(),
 		rules:   make(map[string]*colly.LimitRule),
 		seen:    make(map[string]struct{}),
 		perHost: make(map[string]int),
@@ -390,7 +395,7 @@ func (cc *collyCrawl) enqueue(raw string) {
 	}
 	host := pu.Host
 	cc.mu.Lock()
-	if _, dup := cc.seen[u]; dup || cc.perHost[host] >= webnode.MaxPagesPerHost {
+	if _, dup := cc.seen[u]; dup || cc.perHost[host] >= cc.cap {
 		cc.mu.Unlock()
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 )
 
 // MaxPagesPerHost is the per-host cap the crawls use: above every regular
-// site's size, so it only bounds the spider trap.
+// site's size, so it only bounds the spider trap. A web with a larger site
+// gets a cap of that site's size (Server.PerHostCap).
 const MaxPagesPerHost = 1000
 
 // Server is the synthetic web served on 127.0.0.1.
@@ -28,6 +30,20 @@ type Server struct {
 	srv   *http.Server
 	done  chan struct{}
 	conns atomic.Int64
+
+	capOnce sync.Once
+	perHost int
+}
+
+// PerHostCap is the per-host cap of crawls of the web: MaxPagesPerHost, or
+// the most URLs one of its regular sites has when that is more (a web of
+// Zipf-heavy site sizes), so that it still bounds only the trap.
+func (s *Server) PerHostCap() int {
+	s.capOnce.Do(func() {
+		exp := s.Web.Expected(synthweb.Scope{Domains: []string{s.Web.Config().Domain}})
+		s.perHost = max(MaxPagesPerHost, exp.MaxHostURLs)
+	})
+	return s.perHost
 }
 
 // Start serves web on a fresh loopback port.
@@ -64,9 +80,9 @@ func (s *Server) Close() error {
 	return err
 }
 
-// Scope is the synthetic-web scope every crawl here uses.
+// Scope is the synthetic-web scope every crawl here uses (PerHostCap).
 func (s *Server) Scope(userAgent string) synthweb.Scope {
-	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: MaxPagesPerHost, UserAgent: userAgent}
+	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: s.PerHostCap(), UserAgent: userAgent}
 }
 
 // NodeConfig returns the configuration of a node named name that crawls the
@@ -82,7 +98,7 @@ func (s *Server) NodeConfig(name, dir string, delay time.Duration) config.Config
 	c.Delay = delay
 	c.Workers = config.Default().Workers
 	c.Scope.AllowDomains = []string{s.Web.Config().Domain}
-	c.Scope.MaxPagesPerHost = MaxPagesPerHost
+	c.Scope.MaxPagesPerHost = s.PerHostCap()
 	c.Bucket.MaxQueueWait = 100 * time.Millisecond
 	c.Fetch.RetryBackoff = time.Second
 	c.ShutdownTimeout = 10 * time.Second
