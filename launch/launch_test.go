@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"net"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,8 @@ func TestNewClusterErrors(t *testing.T) {
 // TestNewCluster: two nodes built by New with a cluster section, the
 // second joining the first by the gossip address Started gave, see each
 // other alive; each exports the cluster layer's series (two members), not
-// the standalone ones, and gossips its API listener's address.
+// the standalone ones, and gossips its API listener's address. The layer
+// gives the node every delegate: none falls back to a node alone's.
 func TestNewCluster(t *testing.T) {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -156,14 +158,21 @@ func TestNewCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		var gossip string
+		var layer *cluster.Cluster
 		n, err := New(cfg, Options{Options: node.Options{Listener: ln}, Key: key,
-			Started: func(c *cluster.Cluster) { gossip = c.Members().Addr() }})
+			Started: func(c *cluster.Cluster) { gossip, layer = c.Members().Addr(), c }})
 		if err != nil {
 			_ = ln.Close()
 			t.Fatalf("%s: %v", name, err)
 		}
 		if gossip == "" {
 			t.Fatalf("%s: Started was not called", name)
+		}
+		d := reflect.ValueOf(delegates(layer))
+		for f := 0; f < d.NumField(); f++ {
+			if d.Field(f).IsNil() {
+				t.Errorf("%s: the cluster layer leaves node.Cluster.%s nil", name, d.Type().Field(f).Name)
+			}
 		}
 		nodes, apis = append(nodes, n), append(apis, ln.Addr().String())
 		go func() { runErr <- n.Run(ctx) }()
