@@ -259,21 +259,25 @@ func (l *lending) returned(fp uint64, holder string, epoch int64) {
 	}
 }
 
-// expire forgets the expired marks of holders not pending, and every
-// mark of a holder that is gone (gone reports it), and returns how many it
-// forgot.
+// expire forgets the expired marks of holders not pending, and the expired
+// marks of a holder that is gone (gone reports it) even while it would be
+// pending, and returns how many it forgot.
 func (l *lending) expire(now time.Time, gone func(holder string) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	dead := map[string]bool{}
 	for h := range l.out {
-		if gone != nil && !l.pending[h] && gone(h) {
+		if gone != nil && gone(h) {
 			dead[h] = true
 		}
 	}
 	for fp, m := range l.marks {
-		if dead[m.holder] || !now.Before(m.holdUntil()) && !l.pending[m.holder] {
+		// A gone holder's marks are no longer extended while its reports
+		// may wait (pending), but each still holds until its own time: a
+		// holder can vanish from the ring for a moment (declared dead
+		// under load before it is away) while its outcome is on the way.
+		if !now.Before(m.holdUntil()) && (dead[m.holder] || !l.pending[m.holder]) {
 			l.drop(fp, m)
 			n++
 		}

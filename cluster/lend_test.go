@@ -86,16 +86,23 @@ func TestLendingMarks(t *testing.T) {
 		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
 	}
 
-	// A holder that is gone (not a member, not away) holds nothing, its
-	// marks running or not; a pending one (away) keeps them.
+	// A holder that is gone (not a member, not away) is not pending any
+	// more: its expired marks are forgotten even when the last pass still
+	// counted it pending, while a running mark holds until its time (the
+	// holder may have vanished from the ring for a moment, its outcome on
+	// the way). A pending holder (away) keeps even its expired marks.
 	l.marks[4] = lendMark{holder: "gone", epoch: 8, until: now.Add(time.Minute)}
 	l.marks[5] = lendMark{holder: "away", epoch: 8, until: now.Add(-time.Minute)}
 	l.marks[6] = lendMark{holder: "p", epoch: 8, until: now.Add(time.Minute)}
-	l.out["gone"], l.out["away"], l.out["p"] = 1, 1, 1
-	l.pending = map[string]bool{"away": true}
-	gone := func(h string) bool { return h != "p" }
-	if n := l.expire(now, gone); n != 1 || l.lent(4, now) || !l.lent(5, now) || !l.lent(6, now) {
+	l.marks[7] = lendMark{holder: "gone", epoch: 8, until: now.Add(-time.Minute)}
+	l.out["gone"], l.out["away"], l.out["p"] = 2, 1, 1
+	l.pending = map[string]bool{"away": true, "gone": true}
+	gone := func(h string) bool { return h == "gone" }
+	if n := l.expire(now, gone); n != 1 || !l.lent(4, now) || !l.lent(5, now) || !l.lent(6, now) {
 		t.Errorf("expire with a holder gone: %d forgotten, marks %v", n, l.marks)
+	}
+	if _, ok := l.marks[7]; ok {
+		t.Error("the expired mark of a holder gone was kept")
 	}
 }
 
