@@ -78,13 +78,16 @@ func (l *tripList) takingRoom(ok bool) int {
 	return max(l.listCap-len(l.items)-l.reserved, 0)
 }
 
-// refillRoom is the room of the refill to ask for now, 0 for none: one is
-// asked for once no more than two lists' worth (list_cap) of URLs are
-// left to start, for what tops the trip up to four, so the answer (the
-// scheduler's next pass over the queue, up to ~10 ms away) comes while
-// the connection is still busy with the URLs left.
+// refillRoom is the room of the refill to ask for now, 0 for none. Only a
+// trip whose list reached list_cap asks (its host had that many URLs
+// queued, or its pages linked to that many new ones: it has a backlog; a
+// small host's trip costs the scheduler no pass), once no more than two
+// lists' worth of URLs are left to start, for what tops the trip up to
+// four, so the answer (the scheduler's next pass over the queue, up to
+// ~10 ms away) comes while the connection is still busy with the URLs
+// left.
 func (l *tripList) refillRoom() int {
-	if !l.refills || l.noMore || l.asked > 0 || l.rearm > 0 || l.unstarted() > 2*l.listCap {
+	if !l.refills || l.noMore || l.asked > 0 || l.rearm > 0 || len(l.items) < l.listCap || l.unstarted() > 2*l.listCap {
 		return 0
 	}
 	return 4*l.listCap - l.unstarted()

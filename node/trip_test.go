@@ -29,7 +29,7 @@ func fps(its []bucket.Item) []uint64 {
 // one thing and the list's answers after it are checked.
 func TestTripListScript(t *testing.T) {
 	type step struct {
-		do string // pop N, ask, refill N (0: none), refuse, reserve N, gone N (refill after the host went down), write N, commit N (page writes)
+		do string // pop N, ask, refill N (0: none), refuse, reserve N, took N, gone N (refill after the host went down), write N, commit N (page writes)
 		n  int
 		// after the step:
 		unstarted, refillRoom, takingRoom int
@@ -51,27 +51,31 @@ func TestTripListScript(t *testing.T) {
 			{do: "pop", n: 20, unstarted: 0, waiting: true},
 			{do: "refill", n: 5, unstarted: 5, refillRoom: 35},
 		}},
-		{"an empty answer, the list done and its writes committed, ends the asking", 3, 10, true, []step{
-			{do: "ask", unstarted: 3, takingRoom: 7},
-			{do: "pop", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
-			{do: "write", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
-			{do: "commit", n: 3, unstarted: 0, takingRoom: 7, waiting: true},
-			{do: "refill", n: 0, unstarted: 0, takingRoom: 7},
+		{"an empty answer, the list done and its writes committed, ends the asking", 3, 3, true, []step{
+			{do: "ask", unstarted: 3},
+			{do: "pop", n: 3, unstarted: 0, waiting: true},
+			{do: "write", n: 3, unstarted: 0, waiting: true},
+			{do: "commit", n: 3, unstarted: 0, waiting: true},
+			{do: "refill", n: 0, unstarted: 0},
 		}},
-		{"an empty answer asks again once the list's pages are recorded", 2, 10, true, []step{
-			{do: "write", n: 1, unstarted: 2, refillRoom: 38, takingRoom: 8},
-			{do: "ask", unstarted: 2, takingRoom: 8},
-			{do: "refill", n: 0, unstarted: 2, takingRoom: 8},
-			{do: "pop", n: 2, unstarted: 0, takingRoom: 8, awaits: true},
-			{do: "commit", n: 1, unstarted: 0, takingRoom: 8},
-			{do: "write", n: 2, unstarted: 0, takingRoom: 8, awaits: true},
-			{do: "commit", n: 1, unstarted: 0, takingRoom: 8, awaits: true},
-			{do: "commit", n: 1, unstarted: 0, refillRoom: 40, takingRoom: 8},
-			{do: "ask", unstarted: 0, takingRoom: 8, waiting: true},
-			{do: "refill", n: 0, unstarted: 0, takingRoom: 8},
+		{"an empty answer asks again once the list's pages are recorded", 2, 2, true, []step{
+			{do: "write", n: 1, unstarted: 2, refillRoom: 6},
+			{do: "ask", unstarted: 2},
+			{do: "refill", n: 0, unstarted: 2},
+			{do: "pop", n: 2, unstarted: 0, awaits: true},
+			{do: "commit", n: 1, unstarted: 0},
+			{do: "write", n: 2, unstarted: 0, awaits: true},
+			{do: "commit", n: 1, unstarted: 0, awaits: true},
+			{do: "commit", n: 1, unstarted: 0, refillRoom: 8},
+			{do: "ask", unstarted: 0, waiting: true},
+			{do: "refill", n: 0, unstarted: 0},
 		}},
-		{"a refusal ends the asking", 1, 20, true, []step{
-			{do: "refuse", unstarted: 1, takingRoom: 19},
+		{"a list under list_cap asks for nothing, takes new links", 3, 10, true, []step{
+			{do: "pop", n: 1, unstarted: 2, takingRoom: 7},
+			{do: "reserve", n: 7, unstarted: 2},
+		}},
+		{"a refusal ends the asking", 20, 20, true, []step{
+			{do: "refuse", unstarted: 20},
 		}},
 		{"dead-link lane: no refills, taking as before", 1, 20, false, []step{
 			{do: "pop", n: 1, unstarted: 0, takingRoom: 19},
@@ -79,15 +83,16 @@ func TestTripListScript(t *testing.T) {
 			{do: "write", n: 1, unstarted: 0, awaits: true},
 			{do: "commit", n: 1, unstarted: 0},
 		}},
-		{"taking stays within list_cap, refills do not add to it", 10, 20, true, []step{
-			{do: "reserve", n: 4, unstarted: 10, refillRoom: 70, takingRoom: 6},
-			{do: "ask", unstarted: 10, takingRoom: 6},
-			{do: "refill", n: 70, unstarted: 80},
+		{"a list that took up to list_cap asks, refills do not add to taking", 10, 20, true, []step{
+			{do: "reserve", n: 4, unstarted: 10, takingRoom: 6},
+			{do: "took", n: 10, unstarted: 20, refillRoom: 60},
+			{do: "ask", unstarted: 20},
+			{do: "refill", n: 60, unstarted: 80},
 		}},
-		{"a refill answered once the host is down goes back untried", 2, 20, true, []step{
-			{do: "ask", unstarted: 2, takingRoom: 18},
-			{do: "gone", n: 7, unstarted: 2, takingRoom: 18},
-			{do: "pop", n: 2, unstarted: 0, takingRoom: 18},
+		{"a refill answered once the host is down goes back untried", 5, 5, true, []step{
+			{do: "ask", unstarted: 5},
+			{do: "gone", n: 7, unstarted: 5},
+			{do: "pop", n: 5, unstarted: 0},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,6 +129,9 @@ func TestTripListScript(t *testing.T) {
 					l.refused()
 				case "reserve":
 					l.reserved += st.n
+				case "took": // page writes took URLs for the trip
+					l.items = append(l.items, items(next, st.n)...)
+					next += st.n
 				case "write":
 					for range st.n {
 						l.wrote()

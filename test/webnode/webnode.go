@@ -40,7 +40,8 @@ type Server struct {
 // Zipf-heavy site sizes), so that it still bounds only the trap.
 func (s *Server) PerHostCap() int {
 	s.capOnce.Do(func() {
-		exp := s.Web.Expected(synthweb.Scope{Domains: []string{s.Web.Config().Domain}})
+		// Reachability depends on robots.txt groups: the crawls' agent.
+		exp := s.Web.Expected(synthweb.Scope{Domains: []string{s.Web.Config().Domain}, UserAgent: config.Default().UserAgent})
 		s.perHost = max(MaxPagesPerHost, exp.MaxHostURLs)
 	})
 	return s.perHost

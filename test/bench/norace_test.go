@@ -1,0 +1,6 @@
+//go:build !race
+
+package bench
+
+// raceOn: see race_test.go.
+const raceOn = false
