@@ -31,16 +31,6 @@ type SettleRequest struct {
 type Take struct {
 	Host string
 	Room int
-	// Claim: when the new URLs of Host leave room, also take queued
-	// (IN_LIST) URLs of Host, up to Room in all: for the last page of a
-	// trip's list, so the trip goes on with what its host still has
-	// queued (URLs found by other hosts' pages, or by its own beyond an
-	// earlier trip's room) instead of ending and waiting for another scan,
-	// dispatch and worker. Such a URL leaves the queue; the caller owns it
-	// like a taken one. At most claimScan of the host's records are read,
-	// so a host with many finished URLs costs a bounded read; the queue
-	// keeps what they miss.
-	Claim bool
 }
 
 // Settle submits req's write and returns without waiting for its commit
@@ -57,7 +47,7 @@ func (f *Frontier) Settle(ctx context.Context, req SettleRequest) *Pending {
 	p := &Pending{reply: make(chan opReply, 1)}
 	var tk *taking
 	if t := req.Take; t != nil && t.Room > 0 && t.Host != "" {
-		tk = &taking{host: normHost(t.Host), room: t.Room, claim: t.Claim}
+		tk = &taking{host: normHost(t.Host), room: t.Room}
 		p.tk = tk
 	}
 	o, err := f.settleOp(req.Found, req.Results, req.Requeue, tk)
@@ -91,11 +81,6 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 		if err != nil {
 			return 0, fmt.Errorf("add: %w", err)
 		}
-		if tk != nil && tk.claim {
-			if err := st.claimQueued(tk); err != nil {
-				return 0, fmt.Errorf("claim queued URLs of %s: %w", tk.host, err)
-			}
-		}
 		if _, err := st.finish(rs); err != nil {
 			return 0, fmt.Errorf("finish: %w", err)
 		}
@@ -128,14 +113,13 @@ func (p *Pending) Host() (HostStats, bool) {
 
 // taking is a settle write's request for the new URLs of the trip's host.
 type taking struct {
-	host  string // as stored (lower case)
-	room  int
-	claim bool // also queued URLs of host (Take.Claim)
-	got   []Taken
+	host string // as stored (lower case)
+	room int
+	got  []Taken
 }
 
 // Taken is a URL a settle write took IN_PROGRESS for the caller's trip
-// (Take): a new one inserted so instead of queued, or a queued one claimed.
+// (Take): a new one inserted so instead of queued.
 type Taken struct {
 	FP    uint64
 	URL   string

@@ -606,45 +606,6 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 	return added, nil
 }
 
-// claimScan bounds how many records of a host claimQueued reads.
-const claimScan = 256
-
-// claimQueued takes queued URLs of tk.host IN_PROGRESS for the caller's
-// trip (tk.got), up to tk.room in all, reading at most claimScan of the
-// host's records (see Take.Claim).
-func (st *txState) claimQueued(tk *taking) error {
-	if len(tk.got) >= tk.room {
-		return nil
-	}
-	prefix := binary.BigEndian.AppendUint32(nil, HostKey(tk.host))
-	var claim []stored
-	c := st.urls.Cursor()
-	visited := 0
-	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && visited < claimScan && len(tk.got)+len(claim) < tk.room; k, v = c.Next() {
-		visited++
-		_, fp, ok := parseRecKey(k)
-		if !ok {
-			return fmt.Errorf("corrupt record key %x", k)
-		}
-		s, err := decodeRecord(fp, v)
-		if err != nil {
-			return err
-		}
-		if s.State == InList && s.Host == tk.host {
-			claim = append(claim, s)
-		}
-	}
-	// Written after the walk: a bbolt cursor does not survive writes.
-	for i := range claim {
-		s := &claim[i]
-		if err := st.start(s); err != nil {
-			return err
-		}
-		tk.got = append(tk.got, Taken{FP: s.FP, URL: s.URL, Depth: s.Depth, Due: s.Due})
-	}
-	return nil
-}
-
 // start moves the IN_LIST record s out of the queue to IN_PROGRESS.
 func (st *txState) start(s *stored) error {
 	if err := st.dequeue(s); err != nil {
