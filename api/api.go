@@ -180,14 +180,10 @@ const (
 // handleCrawlLog serves GET /v1/crawl-log?n=N: the last N (default 50, at
 // most 1000) lines of the crawl log written to the file so far.
 func (s *Server) handleCrawlLog(w http.ResponseWriter, r *http.Request) {
-	k := crawlLogDefaultLines
-	if v := r.URL.Query().Get("n"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > crawlLogMaxLines {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("n=%q: must be a whole number in 1..%d", v, crawlLogMaxLines)})
-			return
-		}
-		k = n
+	k, ok := queryCount(r, "n", crawlLogDefaultLines, crawlLogMaxLines)
+	if !ok {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("n=%q: must be a whole number in 1..%d", r.URL.Query().Get("n"), crawlLogMaxLines)})
+		return
 	}
 	lines, err := s.node.CrawlLog(k)
 	if err != nil {
@@ -205,14 +201,10 @@ const (
 
 // handlePlan answers GET /v1/plan?after=HOST&limit=N (default 100, at most 1000).
 func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
-	limit := planDefaultLimit
-	if v := r.URL.Query().Get("limit"); v != "" {
-		k, err := strconv.Atoi(v)
-		if err != nil || k < 1 || k > maxPlanPage {
-			http.Error(w, "limit: must be 1..1000", http.StatusBadRequest)
-			return
-		}
-		limit = k
+	limit, ok := queryCount(r, "limit", planDefaultLimit, maxPlanPage)
+	if !ok {
+		http.Error(w, fmt.Sprintf("limit: must be 1..%d", maxPlanPage), http.StatusBadRequest)
+		return
 	}
 	page, err := s.node.Plan(r.URL.Query().Get("after"), limit)
 	if err != nil {
@@ -220,6 +212,20 @@ func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// queryCount reads the query parameter name as a count in 1..max; def
+// when it is absent, false when it is not a whole number in range.
+func queryCount(r *http.Request, name string, def, max int) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	k, err := strconv.Atoi(v)
+	if err != nil || k < 1 || k > max {
+		return 0, false
+	}
+	return k, true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
