@@ -379,13 +379,13 @@ func (b *Budget) Shares() []Share {
 func (b *Budget) Reallocate() {
 	now := b.cfg.Now()
 	type view struct {
-		s          *siteState
-		trips      int
-		active     bool
-		lastEnd    time.Time
-		d, page    float64
-		known, off bool
-		inflight   float64
+		s        *siteState
+		trips    int
+		active   bool
+		lastEnd  time.Time
+		d, page  float64
+		known    bool
+		inflight float64
 	}
 	b.mu.Lock()
 	views := make([]view, 0, len(b.sites))

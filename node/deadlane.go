@@ -45,12 +45,6 @@ func (h *inactiveHosts) has(host string) bool {
 	return ok
 }
 
-func (h *inactiveHosts) len() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.m)
-}
-
 // isDeadKind reports whether a fetch error kind makes its host inactive:
 // a timeout, a refused connection or a DNS failure.
 func isDeadKind(kind string) bool {

@@ -64,9 +64,6 @@ func (l *tripList) all() []bucket.Item {
 	return append(l.items[:len(l.items):len(l.items)], l.back...)
 }
 
-// last reports whether the URL just popped was the list's last one known.
-func (l *tripList) last() bool { return l.next == len(l.items) }
-
 // takingRoom is how many new URLs of the host the next page write may take
 // for the trip: the list stays within list_cap in all, URLs promised to
 // earlier writes included (none when !ok: the host looks down, or a page
