@@ -95,6 +95,9 @@ type Node struct {
 	// refills: running trips -> scheduler, requests for more URLs of their
 	// host (worker.go refillAsk, scheduler.refill).
 	refills chan *refillAsk
+	// schedDone is closed once the scheduler has stopped and answered
+	// every refill it took: a trip waiting for an answer stops waiting.
+	schedDone chan struct{}
 	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
 	// inactive: the hosts it serves (deadlane.go).
 	deadJobs chan bucket.Batch
@@ -139,19 +142,20 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: data directory %s: %w", cfg.Data, err)
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      log.With("node", cfg.Name),
-		phases:   opts.Cluster.Phases,
-		lat:      newLatencies(),
-		times:    newHostTimes(),
-		guests:   newGuestPool(),
-		backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
-		started:  time.Now(),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan finished, cfg.Workers*2),
-		refills:  make(chan *refillAsk, cfg.Workers),
-		jobs:     make(chan bucket.Batch),
-		inactive: newInactiveHosts(),
+		cfg:       cfg,
+		log:       log.With("node", cfg.Name),
+		phases:    opts.Cluster.Phases,
+		lat:       newLatencies(),
+		times:     newHostTimes(),
+		guests:    newGuestPool(),
+		backoff:   newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
+		started:   time.Now(),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan finished, cfg.Workers*2),
+		refills:   make(chan *refillAsk, cfg.Workers),
+		schedDone: make(chan struct{}),
+		jobs:      make(chan bucket.Batch),
+		inactive:  newInactiveHosts(),
 	}
 	if cfg.Fetch.InactiveLane(cfg.Workers) > 0 {
 		n.deadJobs = make(chan bucket.Batch)
@@ -400,6 +404,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.log.Info("node running", "api", n.Addr())
 
 	n.schedule(ctx) // returns when ctx is done, after handing back what it held
+	close(n.schedDone)
 
 	n.ready.Store(false)
 	close(n.jobs)

@@ -22,7 +22,8 @@ import (
 )
 
 // site is a tiny web of one host: / links to /a and /b, /b redirects to /c,
-// robots.txt disallows /private, /slow never answers within the header timeout.
+// /c links /slow, robots.txt disallows /private, and /slow never answers
+// within the header timeout.
 func site(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var hits atomic.Int64
@@ -35,15 +36,17 @@ func site(t *testing.T) (*httptest.Server, *atomic.Int64) {
 		switch r.URL.Path {
 		case "/":
 			w.Header().Set("Content-Type", "text/html")
-			fmt.Fprint(w, `<a href="/a">a</a><a href="b">b</a><a href="/private/x">p</a><a href="http://other.invalid/">o</a><a href="/slow">s</a>`)
+			fmt.Fprint(w, `<a href="/a">a</a><a href="b">b</a><a href="/private/x">p</a><a href="http://other.invalid/">o</a>`)
 		case "/a":
 			w.Header().Set("Content-Type", "text/html")
 			fmt.Fprint(w, `<a href="/">home</a>`)
 		case "/b":
 			http.Redirect(w, r, "/c", http.StatusMovedPermanently)
 		case "/c":
-			w.Header().Set("Content-Type", "text/plain")
-			fmt.Fprint(w, "c")
+			// /slow is found last: a timeout stalls what is left of its
+			// host's trip, and nothing is left after it.
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `c <a href="/slow">s</a>`)
 		case "/slow":
 			select {
 			case <-r.Context().Done():

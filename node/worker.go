@@ -68,7 +68,6 @@ type hostTrip struct {
 	list   tripList
 	id     bucket.ElementID
 	refill *refillAsk
-	stop   <-chan struct{} // closed when the node stops: wait for no refill
 }
 
 // settling is one page's asynchronous frontier write, and the page's URL
@@ -88,7 +87,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 // workIn is work in a lane: the live one, or the dead-link lane (inactive).
 func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
 	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay, id: b.ID, sent: make(map[uint64]struct{}),
-		list: tripList{items: b.Items, listCap: n.cfg.Bucket.ListCap, refills: !inactive}, inactive: inactive, stop: runCtx.Done()}
+		list: tripList{items: b.Items, listCap: n.cfg.Bucket.ListCap, refills: !inactive}, inactive: inactive}
 	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd := n.deadlines
 	if pd != nil {
@@ -197,26 +196,32 @@ func (t *hostTrip) refillable() bool {
 }
 
 // takeRefill takes the answer to the refill asked for, if any: at once
-// (!wait), or waiting for it until the node stops. It reports whether
-// an answer was taken or none was outstanding. The URLs of an answer that
-// comes once the host is no longer fine go back to the queue untried.
+// (!wait), or waiting for it until the scheduler has stopped (it answers
+// every refill it took before it stops; one it never took holds no URL).
+// It reports whether an answer was taken or none was outstanding. An
+// answer already there is always taken, so its URLs (IN_PROGRESS, the
+// trip's) go back with the trip's list. The URLs of an answer that comes
+// once the host is no longer fine go back to the queue untried.
 func (t *hostTrip) takeRefill(wait bool) bool {
 	a := t.refill
 	if a == nil {
 		return true
 	}
 	var items []bucket.Item
-	if !wait {
-		select {
-		case items = <-a.reply:
-		default:
+	select {
+	case items = <-a.reply:
+	default:
+		if !wait {
 			return false
 		}
-	} else {
 		select {
 		case items = <-a.reply:
-		case <-t.stop:
-			return false
+		case <-t.n.schedDone:
+			select {
+			case items = <-a.reply:
+			default:
+				return false
+			}
 		}
 	}
 	t.refill = nil
