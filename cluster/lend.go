@@ -76,6 +76,13 @@ type lending struct {
 	// settled when the record arrives (KindMoved), not dropped, so the
 	// record is not fetched again.
 	early map[uint64]earlyOutcome
+	// again holds the URLs given back unfetched during againEpoch (a
+	// holder's trip ended before it reached them): the lend scans'
+	// cursors have passed them, so lendTo reads them again by key and
+	// lends them in the same epoch. A new epoch's scans start from the
+	// oldest URL and see them anyway.
+	again      map[uint64]frontier.Ref
+	againEpoch int64
 }
 
 // earlyOutcome is an outcome kept until its record arrives.
@@ -249,14 +256,47 @@ func (l *lending) settle(fps []uint64) {
 	}
 }
 
-// returned forgets the mark of fp if it is the lend to holder for epoch
-// (a return from an earlier lend does not end a later one).
-func (l *lending) returned(fp uint64, holder string, epoch int64) {
+// returned forgets the mark of the URL r if it is the lend to holder for
+// epoch (a return from an earlier lend does not end a later one), and
+// keeps r to be lent again in that epoch (lending.again).
+func (l *lending) returned(r frontier.Ref, holder string, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m, ok := l.marks[fp]; ok && m.holder == holder && m.epoch == epoch {
-		l.drop(fp, m)
+	m, ok := l.marks[r.FP]
+	if !ok || m.holder != holder || m.epoch != epoch {
+		return
 	}
+	l.drop(r.FP, m)
+	if l.again == nil {
+		return
+	}
+	if epoch != l.againEpoch {
+		clear(l.again)
+		l.againEpoch = epoch
+	}
+	if len(l.again) < maxLentPerMember {
+		l.again[r.FP] = r
+	}
+}
+
+// takeAgain removes and returns the URLs of again of phase (of nphase)
+// given back in epoch; those of an earlier epoch are forgotten.
+func (l *lending) takeAgain(epoch int64, phase, nphase int) []frontier.Ref {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.againEpoch != epoch {
+		clear(l.again)
+		l.againEpoch = epoch
+		return nil
+	}
+	var out []frontier.Ref
+	for fp, r := range l.again {
+		if frontier.PhaseOf(frontier.HostHash(r.Host), nphase) == phase {
+			out = append(out, r)
+			delete(l.again, fp)
+		}
+	}
+	return out
 }
 
 // expire forgets the expired marks of holders not pending, and the expired
@@ -484,10 +524,22 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 	if cur.epoch != epoch || cur.phase != q {
 		cur = lendCursor{epoch: epoch, phase: q}
 	}
-	recs, next, err := c.front.ScanSince(q, cur.at, min(room, lendScan))
+	var recs []frontier.Record
+	for _, r := range c.lends.takeAgain(epoch, q, c.front.Phases()) {
+		// Given back earlier in this epoch: behind the cursor now.
+		rec, ok, err := c.front.Get(r)
+		if err != nil {
+			return err
+		}
+		if ok && rec.State == frontier.InList {
+			recs = append(recs, rec)
+		}
+	}
+	more, next, err := c.front.ScanSince(q, cur.at, max(min(room, lendScan)-len(recs), 0))
 	if err != nil {
 		return err
 	}
+	recs = append(recs, more...)
 	cur.at = next
 	c.lends.cursors[peer] = cur
 	var redirects interface{ RedirectsOf(fp uint64) int }
@@ -864,7 +916,7 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 		if r.State == frontier.InList { // returned unfetched (ReturnLent)
 			holder, es, _ := strings.Cut(r.Reason, " ")
 			if epoch, err := strconv.ParseInt(es, 10, 64); err == nil {
-				c.lends.returned(r.FP, holder, epoch)
+				c.lends.returned(frontier.Ref{FP: r.FP, Host: r.Host}, holder, epoch)
 			}
 			continue
 		}

@@ -53,7 +53,7 @@ func TestOutcomeRoundTrip(t *testing.T) {
 // from the same holder for the same epoch.
 func TestLendingMarks(t *testing.T) {
 	now := time.Now()
-	l := lending{marks: map[uint64]lendMark{}, out: map[string]int{}}
+	l := lending{marks: map[uint64]lendMark{}, out: map[string]int{}, again: map[uint64]frontier.Ref{}}
 	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
 	l.marks[2] = lendMark{holder: "q", epoch: 7, until: now.Add(-time.Second)}
 	l.marks[3] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
@@ -72,14 +72,34 @@ func TestLendingMarks(t *testing.T) {
 	if l.lent(2, now) || l.out["q"] != 0 {
 		t.Errorf("expired mark still held (out %d)", l.out["q"])
 	}
-	l.returned(1, "q", 7) // another holder
-	l.returned(1, "p", 6) // an earlier lend
-	if !l.lent(1, now) {
-		t.Error("a return from another holder or epoch ended the lend")
+	r1 := frontier.Ref{FP: 1, Host: "h1"}
+	l.returned(r1, "q", 7) // another holder
+	l.returned(r1, "p", 6) // an earlier lend
+	if !l.lent(1, now) || len(l.again) != 0 {
+		t.Errorf("a return from another holder or epoch ended the lend (again %v)", l.again)
 	}
-	l.returned(1, "p", 7)
+	l.returned(r1, "p", 7)
 	if l.lent(1, now) {
 		t.Error("the holder's return did not end the lend")
+	}
+	// Given back in epoch 7, it is lent again in epoch 7 to the member
+	// working on its host's phase, and only once; a later epoch's scan
+	// starts from the oldest URL and forgets it.
+	ph := frontier.PhaseOf(frontier.HostHash("h1"), 3)
+	if got := l.takeAgain(7, (ph+1)%3, 3); len(got) != 0 {
+		t.Errorf("takeAgain for another phase = %v", got)
+	}
+	if got := l.takeAgain(7, ph, 3); len(got) != 1 || got[0] != r1 {
+		t.Errorf("takeAgain = %v, want [%v]", got, r1)
+	}
+	if got := l.takeAgain(7, ph, 3); len(got) != 0 {
+		t.Errorf("takeAgain twice = %v", got)
+	}
+	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
+	l.out["p"]++
+	l.returned(r1, "p", 7)
+	if got := l.takeAgain(8, ph, 3); len(got) != 0 || len(l.again) != 0 {
+		t.Errorf("takeAgain in a later epoch = %v (again %v)", got, l.again)
 	}
 	l.settle([]uint64{3})
 	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {

@@ -463,6 +463,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if cfg.Lend {
 		// Before the exchange and the rebalance start: both read them.
 		c.lends.marks, c.lends.out, c.lends.cursors = map[uint64]lendMark{}, map[string]int{}, map[string]lendCursor{}
+		c.lends.again = map[uint64]frontier.Ref{}
 	}
 	// No owner is known until update applies the membership: the
 	// exchange, started before the join, keeps the URLs a previous process
