@@ -128,7 +128,10 @@ type Cluster struct {
 	PhaseDuration time.Duration `yaml:"phase_duration"`
 	// Guard is the longest allowed request: no new request starts this long
 	// (plus twice the clock uncertainty) before a phase swap. Default 0 =
-	// auto: min(5s, phase_duration/4) (see PhaseGuard); valid 0..phase_duration/2.
+	// auto: min(1s, phase_duration/4) (see PhaseGuard); valid 0..phase_duration/2.
+	// Besides, a worker stops a host early when twice its expected response
+	// time does not fit before the swap, so the guard only covers an answer
+	// much slower than the host's (or, for a new host, the node's) recent ones.
 	Guard time.Duration `yaml:"guard"`
 	// NTP lists NTP servers (host or host:port) for the cluster clock. Empty: the local clock.
 	NTP []string `yaml:"ntp"`
@@ -191,12 +194,12 @@ type Cluster struct {
 // Enabled reports whether the node joins a cluster (cluster.gossip is set).
 func (c Cluster) Enabled() bool { return strings.TrimSpace(c.Gossip) != "" }
 
-// PhaseGuard returns cluster.guard, or min(5s, phase_duration/4) when it is 0 (auto).
+// PhaseGuard returns cluster.guard, or min(1s, phase_duration/4) when it is 0 (auto).
 func (c Cluster) PhaseGuard() time.Duration {
 	if c.Guard > 0 {
 		return c.Guard
 	}
-	return min(5*time.Second, c.PhaseDuration/4)
+	return min(time.Second, c.PhaseDuration/4)
 }
 
 // ExchangeAddr returns cluster.exchange, or its default derived from cluster.gossip.

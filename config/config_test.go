@@ -93,6 +93,9 @@ func TestPrecedence(t *testing.T) {
 			if k.PhaseGuard() != 500*time.Millisecond {
 				return "auto guard: " + k.PhaseGuard().String()
 			}
+			if g := Default().Cluster.PhaseGuard(); g != time.Second {
+				return "auto guard of the shipped 30s phases: " + g.String()
+			}
 			if k.ExchangeAddr() != "127.0.0.2:7947" {
 				return "default exchange address: " + k.ExchangeAddr()
 			}

@@ -246,23 +246,36 @@ func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 	}
 }
 
-// pendingGuest is a guest's fetch not recorded yet: its own links'
-// frontier write is under way (p, nil when there are none).
+// pendingGuest is a guest's fetch being recorded while the trip goes on:
+// its own links' frontier write (p, nil when there are none), then the
+// outbox write of its outcome (recordGuest). done is closed when it is
+// recorded (or failed); added is how many of its links were new.
 type pendingGuest struct {
 	p       *frontier.Pending
 	out     frontier.LentOutcome
 	foreign []frontier.NewURL
 	entry   archive.LogEntry
+	added   int
+	done    chan struct{}
 }
 
+// guestsInFlight bounds the guests of one trip being recorded at once.
+// Their outbox writes are group-committed, so a host whose URLs are mostly
+// lent is fetched at the pace of its requests, not of one durable write
+// per page; a crash loses at most this many outcomes per worker besides
+// the request in flight (their owners' marks expire and the URLs are
+// fetched again).
+const guestsInFlight = 8
+
 // guestPage starts recording a guest's fetch: the links found on it that
-// this node owns go to its frontier (an asynchronous write); flushGuest
-// completes it before the trip's next request, so that a crash can lose
-// at most the one request in flight per worker, while the write overlaps
-// the host's politeness delay.
+// this node owns go to its frontier (an asynchronous write), and once that
+// write is committed one durable outbox write files the other links for
+// their owners and the outcome for the URL's owner (recordGuest). It runs
+// while the trip goes on, up to guestsInFlight at once; the trip waits for
+// every one before it ends (joinGuests).
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
-	t.flushGuest()
+	t.reapGuests(guestsInFlight - 1)
 	found := t.found
 	t.found = nil
 	if res.FP == 0 || n.lender == nil {
@@ -271,25 +284,47 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	}
 	res.Delay = t.delay
 	local, foreign := n.lender.SplitLinks(found)
-	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res}, foreign: foreign, entry: entry}
+	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res},
+		foreign: foreign, entry: entry, done: make(chan struct{})}
 	if len(local) > 0 {
 		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
-	t.guest = g
+	t.guests = append(t.guests, g)
+	go func() {
+		defer close(g.done)
+		n.recordGuest(g)
+	}()
 }
 
-// flushGuest records the trip's pending guest: once its own links are
-// committed, one durable outbox write files the other links for their
-// owners and the outcome for the URL's owner; only then is its crawl log
-// line written. A failure on the way leaves the outcome unreported: the
-// owner fetches the URL again later, and nothing is lost.
-func (t *hostTrip) flushGuest() {
-	g := t.guest
-	if g == nil {
-		return
+// reapGuests collects the guests recorded already and waits for the
+// oldest ones until at most keep are being recorded.
+func (t *hostTrip) reapGuests(keep int) {
+	for len(t.guests) > 0 {
+		g := t.guests[0]
+		if len(t.guests) > keep {
+			<-g.done
+		} else {
+			select {
+			case <-g.done:
+			default:
+				return
+			}
+		}
+		t.added += g.added
+		t.guests[0] = nil
+		t.guests = t.guests[1:]
 	}
-	t.guest = nil
-	n := t.n
+}
+
+// joinGuests waits for every guest being recorded.
+func (t *hostTrip) joinGuests() { t.reapGuests(0) }
+
+// recordGuest records g: once its own links are committed, one durable
+// outbox write files the other links for their owners and the outcome for
+// the URL's owner; only then is its crawl log line written. A failure on
+// the way leaves the outcome unreported: the owner fetches the URL again
+// later, and nothing is lost.
+func (n *Node) recordGuest(g *pendingGuest) {
 	fp := g.out.FP
 	if g.p != nil {
 		k, err := g.p.Wait()
@@ -298,7 +333,7 @@ func (t *hostTrip) flushGuest() {
 			n.guests.release([]uint64{fp})
 			return
 		}
-		t.added += k
+		g.added = k
 	}
 	if err := n.lender.ReportLent(n.persistCtx, g.out, g.foreign); err != nil {
 		n.log.Error("report a lent page to its owner (it will have it fetched again)", "error", err, "url", g.out.URL)

@@ -50,8 +50,8 @@ type hostTrip struct {
 	added    int  // new URLs recorded by the committed settling writes
 	failed   bool // a page could not be recorded: the rest of the trip falls back to commit
 
-	guest *pendingGuest // a guest's fetch being recorded (guest.go)
-	page  *pageWork     // a page being archived and parsed while the trip goes on
+	guests []*pendingGuest // guests' fetches being recorded while the trip goes on, oldest first (guest.go)
+	page   *pageWork       // a page being archived and parsed while the trip goes on
 	// sent holds the fingerprints of the URLs the trip's page writes
 	// carried (at most maxSent; nil: none kept): the links its pages repeat
 	// (a site's menus, its home page) are written once a trip, not once a
@@ -353,7 +353,6 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	if err := t.pace(ctx); err != nil {
 		return 0, nil, nil, err
 	}
-	t.flushGuest()
 	if !t.phaseOpen() {
 		return 0, nil, nil, errPhaseClosed
 	}
@@ -449,7 +448,6 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		return
 	}
 	perr := t.pace(ctx)
-	t.flushGuest() // the previous page, a guest, recorded before this request
 	if perr != nil || !t.phaseOpen() {
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
@@ -997,7 +995,7 @@ func (t *hostTrip) commit() {
 	n := t.n
 	ctx := n.persistCtx
 	t.joinPage()
-	t.flushGuest()
+	t.joinGuests()
 	for t.polled < len(t.settling) {
 		t.awaitNext()
 	}
