@@ -94,8 +94,10 @@ type MembersConfig struct {
 	// memberlist.DefaultLANConfig) before start, e.g. FastTimings.
 	Tune func(*memberlist.Config)
 	// LeavePropagate is how long Leave waits after the leave broadcast
-	// before shutting down, so the message spreads (Serf recipe).
-	// Default 1s.
+	// before shutting down, so the message spreads (Serf recipe), and how
+	// long a leaving node lets its "leaving" metadata spread before it
+	// hands its records off. Default 5 gossip intervals: 1s with
+	// memberlist's LAN timings, 250ms with FastTimings.
 	LeavePropagate time.Duration
 	// OnMessage receives the user messages other members send to this one
 	// (the quorum heartbeats, quorum.go). It must not block. Optional.
@@ -195,9 +197,6 @@ func StartMembers(c MembersConfig) (*Members, error) {
 	}
 	m := &Members{log: c.Logger.With("component", "members"), cfg: c, changes: make(chan struct{}, 1), propWait: c.LeavePropagate,
 		nodes: map[string]Member{}, gone: map[string]Member{}}
-	if m.propWait <= 0 {
-		m.propWait = time.Second
-	}
 	if m.meta, err = encodeMeta(c.Meta); err != nil {
 		return nil, err
 	}
@@ -223,6 +222,9 @@ func StartMembers(c MembersConfig) (*Members, error) {
 	mc.Logger = log.New(&slogWriter{l: m.log}, "", 0)
 	if c.Tune != nil {
 		c.Tune(mc)
+	}
+	if m.propWait <= 0 {
+		m.propWait = 5 * mc.GossipInterval
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -363,6 +365,10 @@ func (m *Members) Leave(timeout time.Duration) error {
 	m.log.Info("left cluster", "name", m.cfg.Name)
 	return err
 }
+
+// PropagateWait is how long a change this member gossips takes to reach
+// the others (MembersConfig.LeavePropagate).
+func (m *Members) PropagateWait() time.Duration { return m.propWait }
 
 // Shutdown stops gossip without a leave message: the others detect the
 // failure by probing (like a crash). Safe to call several times and after Leave.

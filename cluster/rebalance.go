@@ -16,9 +16,6 @@ import (
 // rebalanceBatch is how many records one claim (one frontier write) moves.
 const rebalanceBatch = 1000
 
-// leavePropagate is how long a leaving node lets its "leaving" metadata
-// spread before it hands its records off.
-const leavePropagate = time.Second
 
 // RingHash identifies a member set (order and duplicates do not matter):
 // the value a settled node gossips (NodeMeta.Settled).
@@ -419,7 +416,7 @@ func (c *Cluster) handoff() error {
 	// Say so first: the members then keep what it hands off where it
 	// arrives, and move nothing to it any more.
 	c.setMeta(func(m *NodeMeta) { m.Leaving = true })
-	time.Sleep(leavePropagate)
+	time.Sleep(c.members.PropagateWait())
 	c.update()
 	ring := c.ring.Load()
 	if ring.Len() == 0 {
