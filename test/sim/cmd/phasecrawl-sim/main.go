@@ -32,6 +32,7 @@ func run(args []string) error {
 	dur := fs.Duration("duration", 5*time.Minute, "virtual time per run")
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
+	guard := fs.Duration("guard", 0, "cluster.guard (0: auto, min(1s, phase_duration/4))")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +58,7 @@ func run(args []string) error {
 			"fetched", r.Fetched, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
 		return r, nil
 	}
-	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur})
+	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard})
 	if err != nil {
 		return err
 	}
@@ -68,18 +69,18 @@ func run(args []string) error {
 			return fmt.Errorf("--nodes: %q: %w", f, err)
 		}
 		rep := sim.SizeReport{Nodes: n, Solo: solo.PerNodeRate()}
-		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur}); err != nil {
+		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard}); err != nil {
 			return err
 		}
 		stride := max(web.Pages()/1_000_000, 1)
 		rep.Own = sim.RingStats(web, n, stride)
 		if *scen {
-			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
 			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
-			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Partition: p}); err != nil {
+			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Partition: p}); err != nil {
 				return err
 			}
 		}
