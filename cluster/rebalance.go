@@ -16,7 +16,6 @@ import (
 // rebalanceBatch is how many records one claim (one frontier write) moves.
 const rebalanceBatch = 1000
 
-
 // RingHash identifies a member set (order and duplicates do not matter):
 // the value a settled node gossips (NodeMeta.Settled).
 func RingHash(members []string) string {
