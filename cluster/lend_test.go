@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,5 +257,51 @@ func TestKeepForUnknown(t *testing.T) {
 	c.started = time.Now().Add(-2 * time.Minute)
 	if c.keepFor("unknown") {
 		t.Error("outcomes kept for an unknown lender after takeover_after")
+	}
+}
+
+// TestReturnedLentAgain: a URL lent to a member and given back during the
+// same epoch (its trip ended before it reached it) is lent again in that
+// epoch, although the lend scan's cursor has passed it; a return from
+// another epoch is not.
+func TestReturnedLentAgain(t *testing.T) {
+	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	ctx := context.Background()
+	const u = "http://a.test/page"
+	if _, err := tc.f.Add(ctx, []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	fp := frontier.Fingerprint(u)
+	q := frontier.PhaseOf(frontier.HostHash("a.test"), tc.f.Phases())
+	until := time.Now().Add(time.Minute)
+	lend := func() {
+		t.Helper()
+		if err := tc.c.lendTo(ctx, "p", q, 5, until); err != nil {
+			t.Fatal(err)
+		}
+	}
+	giveBack := func(epoch int64) {
+		t.Helper()
+		r := frontier.Result{Host: "a.test", State: frontier.InList, Reason: "p " + strconv.FormatInt(epoch, 10)}
+		if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{{URL: u, Host: outcomeHost(r), Depth: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lend()
+	if !tc.c.lends.lent(fp, time.Now()) {
+		t.Fatal("not lent")
+	}
+	giveBack(4) // a return of an earlier lend ends nothing
+	if !tc.c.lends.lent(fp, time.Now()) {
+		t.Fatal("an earlier epoch's return ended the lend")
+	}
+	giveBack(5)
+	if tc.c.lends.lent(fp, time.Now()) {
+		t.Fatal("still lent after the holder gave it back")
+	}
+	lend()
+	if m, ok := tc.c.lends.markOf(fp); !ok || m.holder != "p" || m.epoch != 5 {
+		t.Fatalf("given back in epoch 5, then mark %+v (%v); want lent again to p in epoch 5", m, ok)
 	}
 }
