@@ -1,0 +1,97 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+// slowLender is a Lender whose ReportLent takes a while, as a durable
+// outbox write does; it counts the reports and how many ran at once.
+type slowLender struct {
+	mu       sync.Mutex
+	reported map[string]int
+	running  int
+	most     int
+	returned int
+}
+
+func (l *slowLender) SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL) {
+	return nil, found // every link is another member's
+}
+
+func (l *slowLender) ReportLent(ctx context.Context, out frontier.LentOutcome, foreign []frontier.NewURL) error {
+	l.mu.Lock()
+	l.running++
+	l.most = max(l.most, l.running)
+	l.mu.Unlock()
+	time.Sleep(5 * time.Millisecond)
+	l.mu.Lock()
+	l.running--
+	l.reported[out.URL]++
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *slowLender) ReturnLent(ctx context.Context, gs []frontier.Guest) error {
+	l.mu.Lock()
+	l.returned += len(gs)
+	l.mu.Unlock()
+	return nil
+}
+
+// TestGuestsRecordedAlongTheTrip: the outcomes of a host's lent pages are
+// recorded while its trip goes on (several at once, never more than
+// guestsInFlight), each exactly once, and every one before the node stops.
+func TestGuestsRecordedAlongTheTrip(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<a href="/elsewhere">x</a>`)
+	}))
+	defer srv.Close()
+	c := testConfig(t, srv)
+	c.Seeds, c.Delay = nil, 0
+	l := &slowLender{reported: map[string]int{}}
+	n, stop := startWith(t, c, Options{Cluster: Cluster{Lending: l}})
+	waitFor(t, "node ready", func() bool { return n.ready.Load() })
+	host := strings.TrimPrefix(srv.URL, "http://")
+	const pages = 60
+	var gs []frontier.Guest
+	for i := range pages {
+		gs = append(gs, frontier.Guest{NewURL: frontier.NewURL{URL: fmt.Sprintf("%s/p%d", srv.URL, i), Host: host, Depth: 1},
+			Lender: "owner", Epoch: 1, Until: time.Now().Add(time.Hour)})
+	}
+	if refused := n.AddGuests(gs); len(refused) != 0 {
+		t.Fatalf("%d guests refused", len(refused))
+	}
+	waitFor(t, "guests reported", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.reported) == pages
+	})
+	stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for u, k := range l.reported {
+		if k != 1 {
+			t.Errorf("%s reported %d times", u, k)
+		}
+	}
+	if l.most < 2 || l.most > guestsInFlight {
+		t.Errorf("at most %d reports ran at once, want 2..%d (recorded along the trip)", l.most, guestsInFlight)
+	}
+	if l.returned != 0 {
+		t.Errorf("%d guests given back, want 0", l.returned)
+	}
+}
