@@ -262,9 +262,10 @@ type pendingGuest struct {
 // guestsInFlight bounds the guests of one trip being recorded at once.
 // Their outbox writes are group-committed, so a host whose URLs are mostly
 // lent is fetched at the pace of its requests, not of one durable write
-// per page; a crash loses at most this many outcomes per worker besides
-// the request in flight (their owners' marks expire and the URLs are
-// fetched again).
+// per page. The node records at most as many guests at once as it has
+// workers (Node.recording), so a crash loses at most two outcomes per
+// worker: the request in flight and one being recorded, on average (their
+// owners' marks expire and the URLs are fetched again).
 const guestsInFlight = 8
 
 // guestPage starts recording a guest's fetch: the links found on it that
@@ -290,8 +291,10 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
 	t.guests = append(t.guests, g)
+	n.recording <- struct{}{} // a slot of the node's: released once recorded
 	go func() {
 		defer close(g.done)
+		defer func() { <-n.recording }()
 		n.recordGuest(g)
 	}()
 }

@@ -98,6 +98,9 @@ type Node struct {
 	// schedDone is closed once the scheduler has stopped and answered
 	// every refill it took: a trip waiting for an answer stops waiting.
 	schedDone chan struct{}
+	// recording holds a token per guest being recorded (guest.go), at
+	// most one per worker.
+	recording chan struct{}
 	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
 	// inactive: the hosts it serves (deadlane.go).
 	deadJobs chan bucket.Batch
@@ -154,6 +157,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		done:      make(chan finished, cfg.Workers*2),
 		refills:   make(chan *refillAsk, cfg.Workers),
 		schedDone: make(chan struct{}),
+		recording: make(chan struct{}, max(cfg.Workers, 1)),
 		jobs:      make(chan bucket.Batch),
 		inactive:  newInactiveHosts(),
 	}

@@ -272,11 +272,13 @@ func TestProcKillAndRestart(t *testing.T) {
 			unexplained = append(unexplained, fmt.Sprintf("%s: %v", u, evs))
 		}
 	}
-	// A worker has at most one request in flight.
+	// Per worker: its request in flight, and a lent page fetched whose
+	// outcome was being recorded (the node records at most one per worker
+	// at once while its trips go on).
 	t.Logf("%d duplicate fetches: %d requests in flight at the kill; %d pages of node2 recorded in its crawl log yet fetched again after its restart, %d fetched again by the others while it was away (both must be 0)",
 		rep.Duplicates, cut, inTrip, takenOver)
-	if cut > c.workers {
-		t.Errorf("%d requests in flight at the kill fetched again: more than node2's %d workers", cut, c.workers)
+	if cut > 2*c.workers {
+		t.Errorf("%d requests in flight at the kill fetched again: more than twice node2's %d workers", cut, c.workers)
 	}
 	if inTrip > 0 {
 		t.Errorf("%d pages node2 fetched and logged before the kill were fetched again after its restart (not settled from its WARC file)", inTrip)

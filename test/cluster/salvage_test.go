@@ -193,8 +193,11 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	}
 	t.Logf("%d duplicate fetches: %d requests in flight at the kill, %d pages fetched and not recorded, %d recorded and not replicated (fetched at most %v before the kill), %d whose replica was in the outbox (of %d replicas there); %d of them fetched again after the salvage",
 		len(dup), cut, unrecorded, unreplicated, gap.Round(time.Millisecond), replicaPending, len(dead.replicaPending), afterSalvage)
-	if cut > c.workers {
-		t.Errorf("%d requests in flight at the kill fetched again: more than the dead node's %d workers", cut, c.workers)
+	// Per worker: its request in flight, and a lent page fetched whose
+	// outcome was being recorded (the node records at most one per
+	// worker at once while its trips go on).
+	if cut > 2*c.workers {
+		t.Errorf("%d requests in flight at the kill fetched again: more than twice the dead node's %d workers", cut, c.workers)
 	}
 	// A page's crawl-log line is written just before the frontier commit
 	// that records it, and its replica is filed just after: at the kill,
