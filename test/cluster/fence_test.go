@@ -13,7 +13,8 @@ import (
 // majority, and fetches nothing (quorum fencing: it cannot tell a crash
 // from a network cut); when the other restarts both crawl again and the
 // crawl finishes with every page fetched. The only pages fetched twice are
-// requests the killed node had in flight, at most its workers.
+// what the killed node had in flight: per worker, its request and a lent
+// page whose outcome it was recording, at most twice its workers.
 func TestProcTwoNodesFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster crawl in -short mode")
@@ -64,5 +65,5 @@ func TestProcTwoNodesFenced(t *testing.T) {
 		return err == nil && st.Phase.Fenced == ""
 	})
 	waitDone(t, ps, 4*time.Minute)
-	checkCrawl(t, webAddr, exp, c.delay, 4, c.workers, ps)
+	checkCrawl(t, webAddr, exp, c.delay, 4, 2*c.workers, ps)
 }
