@@ -23,7 +23,7 @@ type Config struct {
 	Delay         time.Duration // politeness delay per host; default 1s (delay)
 	Bucket        bucket.Config // default bucket.DefaultConfig()
 	PhaseDuration time.Duration // default 30s (cluster.phase_duration)
-	Guard         time.Duration // default min(1s, phase_duration/4) (cluster.guard)
+	Guard         time.Duration // default min(5s, phase_duration/4); the node's auto cluster.guard is min(1s, phase_duration/4) (--guard 1s)
 	Uncertainty   time.Duration // cluster clock uncertainty; default 20ms
 	// Exchange gives the batching policy: MaxBatch, MinBatch, MaxDelay
 	// (cluster.batch_delay). Default cluster.DefaultExchangeConfig().
@@ -71,7 +71,7 @@ func (c *Config) fill() error {
 		c.PhaseDuration = 30 * time.Second
 	}
 	if c.Guard == 0 {
-		c.Guard = min(time.Second, c.PhaseDuration/4)
+		c.Guard = min(5*time.Second, c.PhaseDuration/4)
 	}
 	if c.Uncertainty == 0 {
 		c.Uncertainty = 20 * time.Millisecond

@@ -32,7 +32,7 @@ func run(args []string) error {
 	dur := fs.Duration("duration", 5*time.Minute, "virtual time per run")
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
-	guard := fs.Duration("guard", 0, "cluster.guard (0: auto, min(1s, phase_duration/4))")
+	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(1s, phase_duration/4))")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
