@@ -171,7 +171,8 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages, wc.TrapHosts = 40, 1200, 0
 	// A short crawl (what is measured here is the scraping): no slow hosts,
-	// no Crawl-delay, sites of even size (no long tail on one big site).
+	// no Crawl-delay, sites of even size (no long tail on one big site); a
+	// 100 ms delay makes it last the few seconds a rate needs.
 	wc.SlowHosts, wc.CrawlDelayHosts, wc.ZipfS = 0, 0, 0
 	web, err := synthweb.New(wc)
 	if err != nil {
@@ -205,7 +206,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 			"--gossip", fmt.Sprintf("127.0.0.1:%d", gossipPort), "--exchange", fmt.Sprintf("127.0.0.1:%d", xPort),
 			"--cluster-key-file", keyFile, "--phase-duration", "1s",
 			"--resolve", web.ResolvePattern() + "=" + srv.Addr, "--allow-private", "--allow-domain", wc.Domain,
-			"--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost), "--delay", "5ms", "--log-format", "json"}
+			"--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost), "--delay", "100ms", "--log-format", "json"}
 		if i == 0 {
 			gossip0 = fmt.Sprintf("127.0.0.1:%d", gossipPort)
 		} else {
