@@ -127,7 +127,7 @@ func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive
 
 // more reports whether the trip has a URL left to fetch. At the end of the
 // list it waits for what may still add to it: the refill asked for (until
-// run is done), then the page writes that may take URLs of this host for
+// the scheduler has stopped: takeRefill), then the page writes that may take URLs of this host for
 // the trip (commit would wait for them anyway).
 func (t *hostTrip) more() bool {
 	for {
@@ -146,7 +146,7 @@ func (t *hostTrip) more() bool {
 			t.n.notify()
 			t.n.front.Hurry()
 			if !t.takeRefill(true) {
-				return false // stopping: the scheduler hands back what it holds
+				return false // the scheduler stopped: commit requeues the list
 			}
 		case t.list.awaitsWrites():
 			t.n.front.Hurry()
