@@ -18,6 +18,12 @@ type Config struct {
 	// Solo runs one node without the cluster layer (no phases, no guard):
 	// the reference for the ideal throughput.
 	Solo bool
+	// NoLend turns URL lending off (cluster.lend=false). The zero value
+	// keeps the product's default, lending on: an owner lends the URLs
+	// that wait for their host's phase to the member working on that
+	// phase now, which fetches them in its own host trip and reports each
+	// outcome back (docs/design/lending.md).
+	NoLend bool
 
 	Workers       int           // fetch workers per node; default 256 (workers)
 	Delay         time.Duration // politeness delay per host; default 1s (delay)

@@ -46,14 +46,24 @@ func (s *Sim) store(g int64) {
 	} else {
 		s.res.Discovered++
 	}
-	s.state[g] |= stKnown
+	s.state[g] = s.state[g]&^stLost | stKnown
+	s.addPending(g)
+}
+
+// addPending puts known page g in its owner's pending list and tells the
+// owner's scheduler when the host is in its phase now, and with lending
+// the member working on the host's phase (the owner may lend it the URL).
+func (s *Sim) addPending(g int64) {
 	h := s.web.HostOf(g)
 	s.pend[h] = append(s.pend[h], int32(g-s.web.Off[h]))
-	// Tell the owner's scheduler when the host is in its phase now.
-	o := s.nodes[s.ownerOf(g)]
+	oid := s.ownerOf(g)
+	o := s.nodes[oid]
 	if o.alive && o.nphase > 0 && o.hosts != nil && int(s.web.HostHash[h]%uint64(o.nphase)) == o.phase {
 		s.revisit(o, int32(h), s.t, revNotice)
 		s.wake(o, s.t)
+	}
+	if s.lentTo != nil {
+		s.noticeWorker(h, oid)
 	}
 }
 
@@ -81,7 +91,11 @@ func (s *Sim) try(snd *sender) {
 	}
 	x := s.cfg.Exchange
 	since := time.Duration(s.t - snd.last)
-	if !cluster.BatchDue(len(snd.q), x.MinBatch, since, x.MaxDelay, false) {
+	due := cluster.BatchDue(len(snd.q), x.MinBatch, since, x.MaxDelay, false)
+	if !due && snd.urgent {
+		due, snd.urgent = true, false // waitReady: urgent.Swap(false)
+	}
+	if !due {
 		if !snd.timer {
 			snd.timer = true
 			s.push(event{at: snd.last + int64(x.MaxDelay), kind: evTimer, snd: snd})
@@ -97,7 +111,12 @@ func (s *Sim) try(snd *sender) {
 	}
 	snd.inflight, snd.last = true, s.t
 	s.res.Messages++
-	s.res.Forwarded += int64(k)
+	s.res.Entries += int64(k)
+	for _, e := range b {
+		if entKind(e) == entURL {
+			s.res.Forwarded++
+		}
+	}
 	s.push(event{at: s.t + int64(s.cfg.NetLatency), kind: evArrive, snd: snd, batch: b})
 }
 
@@ -109,14 +128,35 @@ func (s *Sim) arrive(snd *sender, b []int64) {
 		snd.inflight = false
 		return
 	}
-	for _, g := range b {
-		s.store(g)
+	n := s.nodes[snd.dst]
+	var hosts []int32 // hosts with new guests
+	for _, e := range b {
+		g := entPage(e)
+		switch entKind(e) {
+		case entURL:
+			s.store(g)
+		case entLend:
+			s.takeLend(n, g, &hosts)
+		case entOutcome:
+			s.settle(snd.src, g, false)
+		case entReturn:
+			s.settle(snd.src, g, true)
+		}
+	}
+	for _, h := range hosts {
+		s.revisit(n, h, s.t, revNotice)
+	}
+	if len(hosts) > 0 {
+		s.wake(n, s.t)
 	}
 	s.push(event{at: s.t + int64(s.cfg.StoreTime+s.cfg.NetLatency), kind: evAck, snd: snd})
 }
 
 // reroute re-files every queued URL under its current owner (the
-// exchange's take does so at send time) and retries every sender.
+// exchange's take does so at send time), and every outcome and give-back
+// for the member that lent the URL, or the URL's owner now when that
+// member died (reportTo); lends stay for their holder. It retries every
+// sender.
 func (s *Sim) reroute() {
 	var all []*sender
 	for _, snd := range s.senders {
@@ -131,14 +171,30 @@ func (s *Sim) reroute() {
 		}
 		q := snd.q
 		snd.q = nil
-		for _, g := range q {
+		for _, e := range q {
+			g := entPage(e)
+			k := entKind(e)
+			if k == entLend {
+				snd.q = append(snd.q, e)
+				continue
+			}
 			o := s.ownerOf(g)
+			if k != entURL {
+				o = s.reportTo(g)
+			}
 			if o == snd.src {
-				s.store(g)
+				if k == entURL {
+					s.store(g)
+				} else {
+					s.settle(snd.src, g, k == entReturn)
+				}
 				continue
 			}
 			d := s.sender(snd.src, o)
-			d.q = append(d.q, g)
+			d.q = append(d.q, e)
+			if k == entReturn {
+				d.urgent = true
+			}
 		}
 	}
 	all = all[:0]

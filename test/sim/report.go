@@ -40,12 +40,14 @@ func Write(w io.Writer, reps []SizeReport) {
 		fmt.Fprintf(w, "| %d | %.0f | %.1f | %.1f | %.2f | %.2f / %.2f | %d | %d |\n", r.Nodes, float64(r.Base.StartKnown)/float64(r.Nodes*r.Base.NPhase), r.Base.PerNodeRate(), r.Solo, r.Efficiency(),
 			r.Base.BigPoliteness, r.Base.BigMin, r.Base.Cut, r.Base.HandoverShortGaps)
 	}
-	fmt.Fprintf(w, "\n| nodes | fetched per node min / max / std (÷ mean) | URL share min / max / std (÷ mean) | messages per forwarded URL | forwarded URLs per fetched page | moved per join (÷ 1/(N+1)) | moved per leave (÷ 1/N) |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "\n| nodes | fetched per node min / max / std (÷ mean) | URL share min / max / std (÷ mean) | messages per forwarded URL | forwarded URLs per fetched page | lent URLs per fetched page | lent pages fetched by their holder (÷ fetched) | messages per entry (links, lends, outcomes, give-backs) | moved per join (÷ 1/(N+1)) | moved per leave (÷ 1/N) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range reps {
 		f := spread(r.Base.PerNode)
-		fmt.Fprintf(w, "| %d | %.2f / %.2f / %.3f | %.3f / %.3f / %.4f | %.4f | %.2f | %.5f (%.3f) | %.5f (%.3f) |\n", r.Nodes, f.Min, f.Max, f.Std,
-			r.Own.Share.Min, r.Own.Share.Max, r.Own.Share.Std, float64(r.Base.Messages)/float64(max(r.Base.Forwarded, 1)),
-			float64(r.Base.Forwarded)/float64(max(r.Base.Fetched, 1)), r.Own.Join, r.Own.Join*float64(r.Nodes+1), r.Own.Leave, r.Own.Leave*float64(r.Nodes))
+		b := r.Base
+		fmt.Fprintf(w, "| %d | %.2f / %.2f / %.3f | %.3f / %.3f / %.4f | %.4f | %.2f | %.2f | %.2f | %.4f | %.5f (%.3f) | %.5f (%.3f) |\n", r.Nodes, f.Min, f.Max, f.Std,
+			r.Own.Share.Min, r.Own.Share.Max, r.Own.Share.Std, float64(b.Messages)/float64(max(b.Forwarded, 1)),
+			float64(b.Forwarded)/float64(max(b.Fetched, 1)), b.LentPerFetched(), float64(b.LentFetched)/float64(max(b.Fetched, 1)), b.MessagesPerEntry(),
+			r.Own.Join, r.Own.Join*float64(r.Nodes+1), r.Own.Leave, r.Own.Leave*float64(r.Nodes))
 	}
 	fmt.Fprintf(w, "\n| nodes | loss: share to re-own (URLs, ÷ known) | pending lost with it | pages lost vs. baseline | recovered to 95%% of (N−1)/N after | partition: minority | pages/s lost while cut | pages lost vs. baseline (whole run) | takeover at | recovered to 95%% after heal |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range reps {
@@ -73,5 +75,15 @@ func Write(w io.Writer, reps []SizeReport) {
 				r.Base.Fetched-p.Fetched, take, rec(RecoverAfter(r.Base, p, p.HealAt, 0.95)))
 		}
 		fmt.Fprintf(w, "| %d | %s | %s |\n", r.Nodes, lossCell, partCell)
+	}
+	fmt.Fprintf(w, "\n| nodes | loss: lent URLs back at expiry | of which fetched, outcome lost | fetched again (outcome lost) | partition: lent URLs back at expiry | of which fetched, outcome lost | fetched again (outcome lost) |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range reps {
+		cell := func(x *Result) string {
+			if x == nil {
+				return "– | – | –"
+			}
+			return fmt.Sprintf("%d | %d | %d", x.LendExpired, x.LostOutcomes, x.RefetchedLostOutcome)
+		}
+		fmt.Fprintf(w, "| %d | %s | %s |\n", r.Nodes, cell(r.Loss), cell(r.Partition))
 	}
 }

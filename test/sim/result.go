@@ -25,10 +25,28 @@ type Result struct {
 	Refound    int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
 	Links      int64   // links followed
 	Duplicates int64   // links to known pages (deduplicated by the owner)
-	Forwarded  int64   // URLs sent to another member
+	Forwarded  int64   // URLs sent to another member (link entries)
 	Messages   int64   // exchange batches sent
+	Entries    int64   // exchange entries sent: links, lends, outcomes, give-backs
 	Cut        int64   // requests cut by the phase deadline (the page is requeued)
 	Swaps      int64   // phase swaps, all nodes
+
+	// Lending (Config.NoLend false).
+	Lent        int64 // URLs lent (lend entries)
+	Guests      int64 // lends a holder kept as guests (the others it gave back at once)
+	LentFetched int64 // lent pages fetched by their holder (each sends an outcome entry)
+	Outcomes    int64 // outcome entries filed
+	Returned    int64 // lent URLs given back unfetched (IN_LIST outcome entries)
+	LendExpired int64 // lent URLs back to their owner when the lend expired (holder dead or cut off)
+	LendDropped int64 // lends queued by an owner that died (lost with its records)
+	// LostOutcomes counts the pages of LendExpired that the holder had
+	// fetched: their outcome was lost with it, so their owner may fetch
+	// them again.
+	LostOutcomes int64
+	// RefetchedLostOutcome counts the second fetches of such pages. They
+	// are not in Fetched (a page is counted once) and do not break the
+	// no-page-twice invariant; every other second fetch does.
+	RefetchedLostOutcome int64
 
 	// Politeness of the biggest hosts: requests × delay ÷ simulated time.
 	BigHosts      int
@@ -63,6 +81,15 @@ func (r *Result) Rate(from, to time.Duration) float64 {
 		n += x
 	}
 	return float64(n) / float64(b-a)
+}
+
+// LentPerFetched is the URLs lent per page fetched.
+func (r *Result) LentPerFetched() float64 { return float64(r.Lent) / float64(max(r.Fetched, 1)) }
+
+// MessagesPerEntry is the exchange batches per entry sent (links, lends,
+// outcomes, give-backs).
+func (r *Result) MessagesPerEntry() float64 {
+	return float64(r.Messages) / float64(max(r.Entries, 1))
 }
 
 // PerNodeRate is pages per second per node over the whole run.
@@ -117,6 +144,18 @@ func (s *Sim) Unfetched() int64 {
 	var n int64
 	for _, st := range s.state {
 		if st&stKnown != 0 && st&stFetched == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// LentNow counts the URLs lent and not settled yet (their outcome or
+// give-back may be on its way).
+func (s *Sim) LentNow() int64 {
+	var n int64
+	for _, st := range s.state {
+		if st&stLent != 0 {
 			n++
 		}
 	}

@@ -63,7 +63,10 @@ func (s *Sim) live() []int {
 // lose kills node d: what it held and had not fetched is lost with it
 // (its frontier is on its disk); its fetched pages stay known (their
 // replicas are on the second owner). The others declare it dead after
-// DetectAfter, re-own its share and crawl it after TakeoverAfter.
+// DetectAfter, re-own its share and crawl it after TakeoverAfter. With
+// lending, the lends it had queued are lost with its records, and the
+// URLs lent to it go back to their owners when those lends expire
+// (lendExpiry); the outcomes it had queued are lost.
 func (s *Sim) lose(d int) {
 	n := s.nodes[d]
 	s.res.LossAt = time.Duration(s.t)
@@ -78,23 +81,49 @@ func (s *Sim) lose(d int) {
 	lost := s.strip(d, false)
 	for _, it := range n.bkt.Drain() {
 		for _, x := range it.Items {
+			if x.Guest {
+				continue // another member's: back to it when the lend expires
+			}
 			s.state[x.FP] = s.state[x.FP]&^stKnown | stLost
 			lost++
 		}
 	}
 	for _, b := range n.pending {
 		for _, x := range b.Items {
+			if x.Guest {
+				continue
+			}
 			s.state[x.FP] = s.state[x.FP]&^stKnown | stLost
 			lost++
 		}
 	}
 	n.pending = nil
 	n.alive = false
-	s.res.LossPending = lost
 	for _, snd := range s.senders {
-		if snd.src == d {
-			snd.q = nil
+		if snd.src != d {
+			continue
 		}
+		for _, e := range snd.q {
+			// A lend queued here: the URL's record is on the dead disk.
+			if g := entPage(e); entKind(e) == entLend && s.isLentTo(g, snd.dst) {
+				s.state[g] = s.state[g]&^(stKnown|stLent) | stLost
+				snd.lent--
+				lost++
+				s.res.LendDropped++
+			}
+		}
+		snd.q = nil
+	}
+	s.res.LossPending = lost
+	if s.lentTo != nil {
+		// What it lent and is not settled: its records are lost with it
+		// (settle and expireLends read the mark when the lend ends).
+		for g := range s.state {
+			if s.state[g]&stLent != 0 && int(s.lender[g]) == d {
+				s.state[g] |= stLost
+			}
+		}
+		s.scenario(s.lendExpiry(), func() { s.expireLends(d) })
 	}
 	s.scenario(time.Duration(s.t)+s.cfg.DetectAfter, func() {
 		live := s.live()
@@ -150,6 +179,17 @@ func (s *Sim) cutOff(m int, d time.Duration) {
 		n.sched.SetHold(true)
 		minority = append(minority, i)
 		s.res.PartitionStashed += s.strip(i, true)
+	}
+	if s.lentTo != nil {
+		// The URLs lent to the minority go back to their owners when the
+		// lends expire, if the minority is still cut off then.
+		s.scenario(s.lendExpiry(), func() {
+			for _, i := range minority {
+				if s.nodes[i].cut {
+					s.expireLends(i)
+				}
+			}
+		})
 	}
 	all := s.namesOf(s.live())
 	all = append(all, s.namesOf(minority)...)

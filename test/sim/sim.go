@@ -15,10 +15,12 @@ import (
 
 // Page state bits.
 const (
-	stKnown   uint8 = 1 << iota // in some member's frontier (pending, queued, being fetched or done)
-	stFetched                   // fetched (COMPLETED)
-	stStashed                   // pending on a member cut off by a partition
-	stLost                      // was pending on a member that died
+	stKnown       uint8 = 1 << iota // in some member's frontier (pending, queued, being fetched or done)
+	stFetched                       // fetched (COMPLETED)
+	stStashed                       // pending on a member cut off by a partition
+	stLost                          // was pending on a member that died; on a lent page: its lender died
+	stLent                          // lent: out of its owner's pending list until the holder's outcome or give-back, or the lend's expiry
+	stLostOutcome                   // fetched by a holder whose outcome was lost: its owner may fetch it again
 )
 
 const noOwner = 0xffff
@@ -51,6 +53,8 @@ type node struct {
 	idle          int
 	wakeAt        int64 // the turn scheduled, -1 none
 	fetched       int64
+	guests        map[int32][]int32 // lent to this node: per host, page indices not in the bucket yet
+	nguests       int
 }
 
 type trip struct {
@@ -64,10 +68,13 @@ type trip struct {
 
 type sender struct {
 	src, dst int
-	q        []int64
+	q        []int64 // entries (entry): links, and with lending lends, outcomes, give-backs
 	inflight bool
 	timer    bool
+	urgent   bool // send without waiting for MaxDelay (Exchange.Flush: lends, give-backs)
+	dirty    bool // in Sim.dirtied
 	last     int64
+	lent     int // src's URLs lent to dst and not settled (maxLentPerMember)
 }
 
 // Sim is one simulated run. Create it with New, run it with Run.
@@ -84,6 +91,7 @@ type Sim struct {
 	names   []string
 	ring    *cluster.Ring // owners' ring: where URLs are stored
 	ringIDs []int         // node id of ring.Members()[i]
+	inRing  []bool        // per node: an owner in ring
 	away    *cluster.Ring // owners plus members away < takeover_after; nil when none
 	awayIDs []int
 	owner   []uint16 // cached ring owner per page, noOwner = not computed
@@ -92,6 +100,18 @@ type Sim struct {
 	phases  map[int][][]int32
 	senders map[uint64]*sender
 	stash   []int64
+
+	// lending
+	lentTo, lender []uint16 // per page, while lent: its holder and the owner that lent it
+	lendStamp      uint64   // one per scheduler turn: the cache of lendFrom
+	lendSeen       []uint64
+	lendSnd        []*sender
+	anySeen        uint64
+	anyVal         bool
+	dirtied        []*sender
+	workers        map[[2]int]int // (nphase, phase) -> node id + 1 working on it now
+	settled        int64          // lends ended by an outcome or a give-back reaching the lender
+	nps            []int
 
 	// per host
 	busy      []bool
@@ -125,7 +145,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	pd := cfg.PhaseDuration
 	s := &Sim{cfg: cfg, web: web, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51)),
 		base:   cluster.EpochStart(cluster.Epoch(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), pd), pd),
-		phases: map[int][][]int32{}, senders: map[uint64]*sender{}}
+		phases: map[int][][]int32{}, senders: map[uint64]*sender{}, workers: map[[2]int]int{}}
 	H := web.Hosts()
 	P := web.Pages()
 	s.owner = make([]uint16, P)
@@ -136,6 +156,12 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	s.lastEnd = make([]int64, H)
 	s.lastNode = make([]int32, H)
 	s.requests = make([]int32, H)
+	if !cfg.NoLend && !cfg.Solo {
+		s.lentTo = make([]uint16, P)
+		s.lender = make([]uint16, P)
+	}
+	s.lendSeen = make([]uint64, cfg.Nodes)
+	s.lendSnd = make([]*sender, cfg.Nodes)
 	for h := range H {
 		s.lastStart[h], s.lastEnd[h], s.lastNode[h] = -1<<62, -1<<62, -1
 		n := web.PagesOf(h)
@@ -158,7 +184,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: %w", err)
 		}
-		n := &node{id: i, name: name, bkt: b, alive: true, phase: -1, idle: cfg.Workers, wakeAt: -1, inRev: map[int32]bool{}, inBack: map[int32]bool{}}
+		n := &node{id: i, name: name, bkt: b, alive: true, phase: -1, idle: cfg.Workers, wakeAt: -1, inRev: map[int32]bool{}, inBack: map[int32]bool{}, guests: map[int32][]int32{}}
 		if !cfg.Solo {
 			sc := cluster.DefaultScheduleConfig(name)
 			sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = pd, cfg.Guard, cfg.Bucket.Columns, simClock{cfg.Uncertainty}
@@ -192,6 +218,10 @@ func (s *Sim) setRing(owners, awayNames []string) {
 	}
 	s.ring = cluster.NewRing(owners)
 	s.ringIDs = ids(s.ring)
+	s.inRing = make([]bool, len(s.names))
+	for _, i := range s.ringIDs {
+		s.inRing[i] = true
+	}
 	s.away, s.awayIDs = nil, nil
 	if len(awayNames) > 0 {
 		s.away = cluster.NewRing(awayNames)
@@ -302,6 +332,9 @@ func (s *Sim) Run() (*Result, error) {
 		case evScenario:
 			e.fn()
 		}
+		if len(s.dirtied) > 0 {
+			s.flushDirty()
+		}
 		if s.res.Violations > 0 {
 			return &s.res, fmt.Errorf("sim: invariant broken at %s: %s", time.Duration(s.t), s.res.FirstViolation)
 		}
@@ -354,6 +387,7 @@ func (s *Sim) turn(n *node) {
 	n.bkt.Release(now)
 	more := false
 	if open {
+		s.lendStamp++
 		more = s.fill(n, now)
 	}
 	if open && len(n.pending) < s.cfg.Workers {
@@ -389,13 +423,15 @@ func (s *Sim) hostOfBatch(b bucket.Batch) int { return s.web.HostOf(int64(b.Item
 func (s *Sim) swap(n *node, phase, nphase int) {
 	now := s.now()
 	for _, b := range n.bkt.Drain() {
-		s.requeue(b.Items)
+		s.requeue(n, b.Items)
 	}
 	for _, b := range n.pending {
 		_ = n.bkt.Finish(b.ID, now, 0)
-		s.requeue(b.Items)
+		s.requeue(n, b.Items)
 	}
 	n.pending = nil
+	s.giveBackAll(n)
+	s.setWorker(n, phase, nphase)
 	n.phase, n.nphase = phase, nphase
 	n.hosts = s.phaseHosts(nphase)[phase]
 	n.cursor = 0
@@ -408,9 +444,17 @@ func (s *Sim) swap(n *node, phase, nphase int) {
 	s.res.Swaps++
 }
 
-func (s *Sim) requeue(items []bucket.Item) {
+// requeue puts URLs n took out of the frontier and did not fetch back:
+// its own in the pending list, its guests back to their owners.
+func (s *Sim) requeue(n *node, items []bucket.Item) {
 	for _, it := range items {
 		g := int64(it.FP)
+		if it.Guest {
+			if s.isLentTo(g, n.id) {
+				s.giveBack(n, g)
+			}
+			continue
+		}
 		if s.state[g]&stKnown == 0 {
 			continue // lost with a dead member
 		}
@@ -462,7 +506,10 @@ func (s *Sim) fill(n *node, now time.Time) bool {
 }
 
 // place adds host h's pending URLs owned by n to n's bucket until it
-// refuses one.
+// refuses one. With lending, n's guests of h go first (the node places its
+// guests at the start of each pass), and the pending URLs of h that other
+// members own and may lend n now are lent to it (sent through the
+// exchange, they come back as guests).
 func (s *Sim) place(n *node, h int, now time.Time) {
 	name, hh := s.web.Names[h], s.web.HostHash[h]
 	if !n.bkt.Accepts(name, hh) {
@@ -480,16 +527,36 @@ func (s *Sim) place(n *node, h int, now time.Time) {
 		}
 		return
 	}
+	lend := s.lending(n)
+	full := lend && !s.placeGuests(n, h, now)
 	off := s.web.Off[h]
 	p := s.pend[h]
 	for i := 0; i < len(p); {
-		g := off + int64(p[i])
-		if s.ownerOf(g) != n.id || s.held(h, g) {
-			i++
-			continue
-		}
-		if n.bkt.Add(now, name, hh, bucket.Item{FP: uint64(g)}) == bucket.Rejected {
+		if full && (!lend || !s.anyLender(n, now)) {
 			break
+		}
+		g := off + int64(p[i])
+		if o := s.ownerOf(g); o == n.id {
+			if full || s.held(h, g) {
+				i++
+				continue
+			}
+			if n.bkt.Add(now, name, hh, bucket.Item{FP: uint64(g)}) == bucket.Rejected {
+				full = true
+				i++
+				continue
+			}
+		} else {
+			if !lend {
+				i++
+				continue
+			}
+			snd := s.lendFrom(o, n, now)
+			if snd == nil || snd.lent >= maxLentPerMember || s.held(h, g) {
+				i++
+				continue
+			}
+			s.lendOne(snd, g)
 		}
 		p[i] = p[len(p)-1]
 		p = p[:len(p)-1]
@@ -535,7 +602,7 @@ func (s *Sim) step(tr *trip) {
 		}
 	}
 	// The trip ends: the rest goes back, the element waits out the delay.
-	s.requeue(tr.b.Items[tr.next:])
+	s.requeue(n, tr.b.Items[tr.next:])
 	wait := s.cfg.Delay
 	if !tr.last.IsZero() {
 		wait = max(s.cfg.Delay-now.Sub(tr.last), 0)
@@ -608,20 +675,38 @@ func (s *Sim) reqEnd(tr *trip) {
 	n := tr.n
 	switch {
 	case !n.alive:
-		s.state[g] = s.state[g]&^stKnown | stLost // lost with its member
+		if !it.Guest { // a guest stays lent: its owner has it back when the lend expires
+			s.state[g] = s.state[g]&^stKnown | stLost // lost with its member
+		}
 		return
 	case tr.cut:
 		s.res.Cut++
-		s.requeue([]bucket.Item{it})
+		s.requeue(n, []bucket.Item{it})
 	default:
+		if it.Guest && !s.isLentTo(g, n.id) {
+			s.violate("node %d fetched page %d as a guest, not lent to it", n.id, g)
+		}
+		refetch := false
 		if s.state[g]&stFetched != 0 {
-			s.violate("page %d fetched twice", g)
+			if s.state[g]&stLostOutcome == 0 {
+				s.violate("page %d fetched twice", g)
+			}
+			// Its holder's outcome was lost: the owner could not know.
+			s.state[g] &^= stLostOutcome
+			s.res.RefetchedLostOutcome++
+			refetch = true
 		}
 		s.state[g] |= stFetched
-		n.fetched++
-		s.res.Fetched++
-		s.res.Bins[s.t/int64(time.Second)]++
+		if !refetch {
+			n.fetched++
+			s.res.Fetched++
+			s.res.Bins[s.t/int64(time.Second)]++
+		}
 		s.links(n, h, int(g-s.web.Off[h]))
+		if it.Guest {
+			s.res.LentFetched++
+			s.outcome(n, g)
+		}
 	}
 	tr.last = s.now()
 	s.step(tr)

@@ -33,6 +33,7 @@ func run(args []string) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
 	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(1s, phase_duration/4))")
+	lend := fs.Bool("lend", true, "cluster.lend: owners lend the URLs waiting for their host's phase to the member working on it (--lend=false: each node fetches only the URLs it owns)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,8 +55,8 @@ func run(args []string) error {
 		}
 		s = nil
 		debug.FreeOSMemory() // the next run allocates its own buckets and tables
-		log.Info("run", "nodes", cfg.Nodes, "solo", cfg.Solo, "loss", cfg.Loss != nil, "partition", cfg.Partition != nil,
-			"fetched", r.Fetched, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
+		log.Info("run", "nodes", cfg.Nodes, "solo", cfg.Solo, "lend", !cfg.NoLend && !cfg.Solo, "loss", cfg.Loss != nil, "partition", cfg.Partition != nil,
+			"fetched", r.Fetched, "lent", r.Lent, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
 		return r, nil
 	}
 	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard})
@@ -69,24 +70,28 @@ func run(args []string) error {
 			return fmt.Errorf("--nodes: %q: %w", f, err)
 		}
 		rep := sim.SizeReport{Nodes: n, Solo: solo.PerNodeRate()}
-		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard}); err != nil {
+		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend}); err != nil {
 			return err
 		}
 		stride := max(web.Pages()/1_000_000, 1)
 		rep.Own = sim.RingStats(web, n, stride)
 		if *scen {
-			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
 			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
-			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Partition: p}); err != nil {
+			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend, Partition: p}); err != nil {
 				return err
 			}
 		}
 		reps = append(reps, rep)
 	}
-	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed)
+	lending := "on"
+	if !*lend {
+		lending = "off"
+	}
+	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d, lending %s\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed, lending)
 	sim.Write(os.Stdout, reps)
 	return nil
 }
