@@ -106,6 +106,12 @@ type Node struct {
 	deadJobs chan bucket.Batch
 	inactive *inactiveHosts
 	snap     atomic.Pointer[schedSnapshot]
+	// backlogged is set by the scheduler while a dispatched element waits
+	// for a worker (every live-lane worker is busy): the node is bound by
+	// its workers or its CPU, not by the latency of one host, so a trip
+	// waiting for its page writes does not hurry the frontier's writer
+	// (smaller write transactions would cost every trip more CPU).
+	backlogged atomic.Bool
 
 	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
 	persistCancel context.CancelFunc

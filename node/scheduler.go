@@ -162,6 +162,7 @@ func (n *Node) schedule(ctx context.Context) {
 				break collect
 			}
 		}
+		n.backlogged.Store(open && len(s.pending) > 0)
 		n.snap.Store(&schedSnapshot{bucket: n.bkt.Counts(), phase: phase, nphase: nphase, pending: s.waiting()})
 
 		var jobs, deadJobs chan bucket.Batch

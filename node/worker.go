@@ -144,16 +144,27 @@ func (t *hostTrip) more() bool {
 			// find there) commit without waiting for more.
 			t.refill.dry.Store(true)
 			t.n.notify()
-			t.n.front.Hurry()
+			t.hurry()
 			if !t.takeRefill(true) {
 				return false // the scheduler stopped: commit requeues the list
 			}
 		case t.list.awaitsWrites():
-			t.n.front.Hurry()
+			t.hurry()
 			t.awaitNext()
 		default:
 			return false
 		}
+	}
+}
+
+// hurry asks the frontier's writer to commit what it gathered now, for
+// a trip whose connection is idle until its page writes commit, unless
+// a dispatched element waits for a worker (Node.backlogged): then the
+// writes wait for their batch like every other, and the worker's time
+// is not what bounds the crawl.
+func (t *hostTrip) hurry() {
+	if !t.n.backlogged.Load() {
+		t.n.front.Hurry()
 	}
 }
 
