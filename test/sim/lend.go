@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
@@ -45,11 +46,37 @@ func (s *Sim) lending(n *node) bool {
 	return !s.cfg.NoLend && n.sched != nil && s.inRing[n.id]
 }
 
+// startLendTurn starts a turn of n's scheduler for the lend decisions
+// (the cache of lendFrom and anyLender).
+func (s *Sim) startLendTurn(n *node, now time.Time) {
+	s.lendStamp++
+	if s.lending(n) {
+		s.holderSt = n.sched.At(now)
+	}
+}
+
+// viewOf is an id of the member list that node i's schedule has in effect
+// (st is its state now): two nodes with the same id have the same list.
+func (s *Sim) viewOf(i int, st cluster.PhaseState) int {
+	if s.viewEp[i] == st.Epoch && s.viewV[i] == s.viewVer {
+		return s.viewID[i]
+	}
+	key := strings.Join(st.Members, "\x00")
+	id, ok := s.views[key]
+	if !ok {
+		id = len(s.views) + 1
+		s.views[key] = id
+	}
+	s.viewEp[i], s.viewV[i], s.viewID[i] = st.Epoch, s.viewVer, id
+	return id
+}
+
 // lendFrom is the sender from o to n when o lends to n now, nil when it
 // does not. It applies the owner's rules (cluster.lendRound): o is alive
 // and reachable, not held off its phase, open, more than lendMinLeft
-// before the guard, and its schedule says n works on n's phase. Cached
-// for one turn of n (lendStamp).
+// before the guard, and its schedule says n works on n's phase
+// (cluster.PhaseOf; when o's member list is n's, that is the phase n's
+// own schedule gave it). Cached for one turn of n (lendStamp).
 func (s *Sim) lendFrom(o int, n *node, now time.Time) *sender {
 	if s.lendSeen[o] == s.lendStamp {
 		return s.lendSnd[o]
@@ -64,8 +91,10 @@ func (s *Sim) lendFrom(o int, n *node, now time.Time) *sender {
 	if st.Held || !st.Open || st.Phase < 0 || st.NPhase <= 1 || st.NPhase != n.nphase {
 		return nil
 	}
-	if cluster.PhaseOf(n.name, st.Members, st.Epoch, st.NPhase) != n.phase {
-		return nil
+	if st.Epoch != s.holderSt.Epoch || s.viewOf(o, st) != s.viewOf(n.id, s.holderSt) || s.holderSt.Phase != n.phase {
+		if cluster.PhaseOf(n.name, st.Members, st.Epoch, st.NPhase) != n.phase {
+			return nil
+		}
 	}
 	if guardAt := st.RequestDeadline.Add(-st.NextSwap.Sub(st.GuardStart)); guardAt.Sub(now) < lendMinLeft {
 		return nil

@@ -35,6 +35,7 @@ func (s *Sim) fromEpoch() int64 {
 // epoch boundary, and wakes them for it.
 func (s *Sim) setMembers(ids []int, members []string) {
 	from := s.fromEpoch()
+	s.viewVer++
 	for _, i := range ids {
 		n := s.nodes[i]
 		n.sched.SetMembersFrom(from, members)

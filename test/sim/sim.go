@@ -112,6 +112,12 @@ type Sim struct {
 	workers        map[[2]int]int // (nphase, phase) -> node id + 1 working on it now
 	settled        int64          // lends ended by an outcome or a give-back reaching the lender
 	nps            []int
+	holderSt       cluster.PhaseState // the turning node's schedule state (startLendTurn)
+	views          map[string]int     // member lists seen in schedules: id
+	viewEp         []int64            // per node: the epoch of viewID
+	viewV          []uint64           // per node: the viewVer of viewID
+	viewID         []int
+	viewVer        uint64 // changed when a schedule gets a member list
 
 	// per host
 	busy      []bool
@@ -162,6 +168,10 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	}
 	s.lendSeen = make([]uint64, cfg.Nodes)
 	s.lendSnd = make([]*sender, cfg.Nodes)
+	s.views = map[string]int{}
+	s.viewEp = make([]int64, cfg.Nodes)
+	s.viewV = make([]uint64, cfg.Nodes)
+	s.viewID = make([]int, cfg.Nodes)
 	for h := range H {
 		s.lastStart[h], s.lastEnd[h], s.lastNode[h] = -1<<62, -1<<62, -1
 		n := web.PagesOf(h)
@@ -387,7 +397,7 @@ func (s *Sim) turn(n *node) {
 	n.bkt.Release(now)
 	more := false
 	if open {
-		s.lendStamp++
+		s.startLendTurn(n, now)
 		more = s.fill(n, now)
 	}
 	if open && len(n.pending) < s.cfg.Workers {
