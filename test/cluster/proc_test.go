@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
@@ -380,6 +381,15 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 			}
 		}
 	}
+	var missing []string
+	for _, v := range vs {
+		if u, ok := strings.CutPrefix(v, "missing page (never fetched): "); ok && len(missing) < 10 {
+			missing = append(missing, u)
+		}
+	}
+	if len(missing) > 0 {
+		vs = append(vs, whereMissing(t, procs, missing)...)
+	}
 	if len(vs) > 0 {
 		// Say when each overlap and short gap happened (the nodes log their
 		// membership changes and phase swaps with times).
@@ -399,6 +409,64 @@ func checkCrawl(t testing.TB, webAddr string, exp synthweb.Expectation, delay ti
 	}
 	t.Logf("oracle: %d fetches of %d expected pages, %d duplicates", len(rep.URLs), exp.Fetches, dups)
 	return rep
+}
+
+// whereMissing says what each node knows of the pages never fetched: its
+// crawl log lines and its frontier record. It kills the nodes still running
+// first (their frontier files are locked while they run): call it only when
+// the test fails anyway.
+func whereMissing(t testing.TB, procs []*proc, urls []string) []string {
+	for _, p := range procs {
+		_ = p.stop(syscall.SIGKILL, 10*time.Second)
+	}
+	want := map[string]bool{}
+	for _, u := range urls {
+		want[u] = true
+	}
+	var out []string
+	for _, u := range urls {
+		out = append(out, "  "+u+" in the crawl logs: "+strings.Join(crawlLogLines(dirsOf(procs), u), "; "))
+	}
+	for _, p := range procs {
+		ro, err := frontier.OpenReadOnly(filepath.Join(p.data, "frontier.db"), 5*time.Second)
+		if err != nil {
+			out = append(out, fmt.Sprintf("  %s: %v", p.name, err))
+			continue
+		}
+		err = ro.Records(nil, func(r frontier.Record) error {
+			if want[r.URL] {
+				out = append(out, fmt.Sprintf("  %s has %s: %s reason=%q status=%d depth=%d discovered=%s fetched=%s due=%s",
+					p.name, r.URL, r.State, r.Reason, r.Status, r.Depth, r.Discovered.Format("15:04:05.000"),
+					r.Fetched.Format("15:04:05.000"), r.Due.Format("15:04:05.000")))
+			}
+			return nil
+		})
+		if err != nil {
+			out = append(out, fmt.Sprintf("  %s: %v", p.name, err))
+		}
+		_ = ro.Close()
+		f, err := frontier.Open(frontier.DefaultOptions(filepath.Join(p.data, "frontier.db")))
+		if err != nil {
+			out = append(out, fmt.Sprintf("  %s: %v", p.name, err))
+			continue
+		}
+		line := fmt.Sprintf("  %s: %d URLs refused by the per-host cap;", p.name, f.Skipped())
+		seen := map[string]bool{}
+		for _, u := range urls {
+			h := u[len("http://"):]
+			h = h[:strings.IndexByte(h, '/')]
+			if seen[h] {
+				continue
+			}
+			seen[h] = true
+			if hs, ok, err := f.Host(h); err == nil && ok {
+				line += fmt.Sprintf(" %s admitted %d fetched %d;", h, hs.Admitted, hs.Fetched)
+			}
+		}
+		out = append(out, line)
+		_ = f.Close()
+	}
+	return out
 }
 
 // pagesFetched sums pages_fetched over ps (statuses that fail count 0).
