@@ -46,6 +46,13 @@ func (s *Sim) lending(n *node) bool {
 	return !s.cfg.NoLend && n.sched != nil && s.inRing[n.id]
 }
 
+// poolRoom reports whether n's guest pool has room for more lends: its
+// waiting guests and the lends on their way to it are below maxGuests.
+// (The product's owner lends regardless and the holder refuses what its
+// pool cannot take; in the model the holder pulls no more, so that a
+// refused URL is not lent again at once, again and again.)
+func (s *Sim) poolRoom(n *node) bool { return n.nguests+n.inbound < maxGuests }
+
 // startLendTurn starts a turn of n's scheduler for the lend decisions
 // (the cache of lendFrom and anyLender).
 func (s *Sim) startLendTurn(n *node, now time.Time) {
@@ -131,6 +138,7 @@ func (s *Sim) lendOne(snd *sender, g int64) {
 		s.anySeen = 0
 	}
 	snd.q = append(snd.q, entry(entLend, g))
+	s.nodes[snd.dst].inbound++
 	snd.urgent = true
 	s.dirty(snd)
 	s.res.Lent++
@@ -146,6 +154,7 @@ func (s *Sim) isLentTo(g int64, x int) bool {
 // its pool has room; given back at once otherwise (node.AddGuests,
 // cluster.takeLends).
 func (s *Sim) takeLend(n *node, g int64, hosts *[]int32) {
+	n.inbound--
 	if !s.isLentTo(g, n.id) {
 		return // the lend ended meanwhile (expired): nothing to do
 	}
@@ -312,6 +321,9 @@ func (s *Sim) expireLends(x int) {
 		for _, e := range snd.q {
 			k := entKind(e)
 			if snd.dst == x && k == entLend || snd.src == x && (k == entOutcome || k == entReturn) {
+				if k == entLend {
+					s.nodes[x].inbound--
+				}
 				continue
 			}
 			q = append(q, e)

@@ -105,6 +105,9 @@ func (s *Sim) lose(d int) {
 			continue
 		}
 		for _, e := range snd.q {
+			if entKind(e) == entLend {
+				s.nodes[snd.dst].inbound--
+			}
 			// A lend queued here: the URL's record is on the dead disk.
 			if g := entPage(e); entKind(e) == entLend && s.isLentTo(g, snd.dst) {
 				s.state[g] = s.state[g]&^(stKnown|stLent) | stLost

@@ -55,6 +55,7 @@ type node struct {
 	fetched       int64
 	guests        map[int32][]int32 // lent to this node: per host, page indices not in the bucket yet
 	nguests       int
+	inbound       int // lends on their way to this node
 }
 
 type trip struct {
@@ -542,7 +543,7 @@ func (s *Sim) place(n *node, h int, now time.Time) {
 	off := s.web.Off[h]
 	p := s.pend[h]
 	for i := 0; i < len(p); {
-		if full && (!lend || !s.anyLender(n, now)) {
+		if full && (!lend || !s.poolRoom(n) || !s.anyLender(n, now)) {
 			break
 		}
 		g := off + int64(p[i])
@@ -557,7 +558,7 @@ func (s *Sim) place(n *node, h int, now time.Time) {
 				continue
 			}
 		} else {
-			if !lend {
+			if !lend || !s.poolRoom(n) {
 				i++
 				continue
 			}

@@ -59,6 +59,23 @@ func conserved(t *testing.T, s *Sim, r *Result) {
 	if counted != now {
 		t.Errorf("owners count %d URLs lent, %d are", counted, now)
 	}
+	var queued int
+	for _, snd := range s.senders {
+		for _, e := range snd.q {
+			if entKind(e) == entLend {
+				queued++
+			}
+		}
+	}
+	for _, nd := range s.nodes {
+		queued -= nd.inbound
+		if nd.inbound < 0 || nd.nguests < 0 || nd.nguests+nd.inbound > maxGuests+maxLentPerMember {
+			t.Errorf("node %d: %d guests, %d lends on their way", nd.id, nd.nguests, nd.inbound)
+		}
+	}
+	if queued > 0 {
+		t.Errorf("%d more lends queued than counted on their way", queued)
+	}
 	if r.Outcomes != r.LentFetched || r.RefetchedLostOutcome > r.LostOutcomes {
 		t.Errorf("outcomes %d for %d lent pages fetched; fetched again %d of %d outcomes lost", r.Outcomes, r.LentFetched, r.RefetchedLostOutcome, r.LostOutcomes)
 	}
