@@ -15,8 +15,9 @@ type Result struct {
 	Duration time.Duration
 	Events   int64
 
-	StartKnown int64 // pages in the frontier at the start
-	NPhase     int   // phases at the start
+	StartKnown int64         // pages in the frontier at the start
+	NPhase     int           // phases at the start
+	Phase      time.Duration // cluster.phase_duration
 
 	Fetched    int64   // pages fetched
 	Bins       []int64 // pages fetched in each virtual second
@@ -90,6 +91,13 @@ func (r *Result) LentPerFetched() float64 { return float64(r.Lent) / float64(max
 // outcomes, give-backs).
 func (r *Result) MessagesPerEntry() float64 {
 	return float64(r.Messages) / float64(max(r.Entries, 1))
+}
+
+// PhaseRates is pages per second per node over the first and the last
+// phase of the run.
+func (r *Result) PhaseRates() (first, last float64) {
+	n := float64(r.Nodes)
+	return r.Rate(0, r.Phase) / n, r.Rate(r.Duration-r.Phase, r.Duration) / n
 }
 
 // PerNodeRate is pages per second per node over the whole run.

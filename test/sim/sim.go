@@ -209,6 +209,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	}
 	s.res.Nodes, s.res.Hosts, s.res.Pages, s.res.Duration = cfg.Nodes, H, P, cfg.Duration
 	s.res.StartKnown = s.res.Discovered
+	s.res.Phase = cfg.PhaseDuration
 	s.res.NPhase = 1
 	if !cfg.Solo {
 		s.res.NPhase = cluster.NPhase(1, cfg.Nodes, cfg.Bucket.Columns)
