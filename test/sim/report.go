@@ -35,11 +35,12 @@ func RecoverAfter(base, ev *Result, at time.Duration, frac float64) time.Duratio
 
 // Write prints the tables of reports as Markdown.
 func Write(w io.Writer, reps []SizeReport) {
-	fmt.Fprintf(w, "| nodes | frontier per node and phase at the start | pages/s per node | first / last phase | one node alone | efficiency | biggest hosts' politeness (mean / min) | requests cut at the deadline | short handover gaps |\n|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| nodes | frontier per node and phase at the start | pages/s per node | first / last phase | one node alone | efficiency | fetched (known, not fetched at the end; of which lent) | biggest hosts' politeness (mean / min) | requests cut at the deadline | short handover gaps |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range reps {
-		first, last := r.Base.PhaseRates()
-		fmt.Fprintf(w, "| %d | %.0f | %.1f | %.1f / %.1f | %.1f | %.2f | %.2f / %.2f | %d | %d |\n", r.Nodes, float64(r.Base.StartKnown)/float64(r.Nodes*r.Base.NPhase), r.Base.PerNodeRate(), first, last, r.Solo, r.Efficiency(),
-			r.Base.BigPoliteness, r.Base.BigMin, r.Base.Cut, r.Base.HandoverShortGaps)
+		b := r.Base
+		first, last := b.PhaseRates()
+		fmt.Fprintf(w, "| %d | %.0f | %.1f | %.1f / %.1f | %.1f | %.2f | %d (%d; %d) | %.2f / %.2f | %d | %d |\n", r.Nodes, float64(b.StartKnown)/float64(r.Nodes*b.NPhase), b.PerNodeRate(), first, last, r.Solo, r.Efficiency(),
+			b.Fetched, b.EndPending, b.EndLent, b.BigPoliteness, b.BigMin, b.Cut, b.HandoverShortGaps)
 	}
 	fmt.Fprintf(w, "\n| nodes | fetched per node min / max / std (÷ mean) | URL share min / max / std (÷ mean) | messages per forwarded URL | forwarded URLs per fetched page | lent URLs per fetched page | lent pages fetched by their holder (÷ fetched) | messages per entry (links, lends, outcomes, give-backs) | moved per join (÷ 1/(N+1)) | moved per leave (÷ 1/N) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range reps {

@@ -23,6 +23,8 @@ type Result struct {
 	Bins       []int64 // pages fetched in each virtual second
 	PerNode    []int64 // pages fetched by each node
 	Discovered int64   // pages known (in the frontier at the start, or found)
+	EndPending int64   // known pages not fetched at the end of the run (Unfetched)
+	EndLent    int64   // of those, lent at the end (LentNow)
 	Refound    int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
 	Links      int64   // links followed
 	Duplicates int64   // links to known pages (deduplicated by the owner)
@@ -135,6 +137,7 @@ func (s *Sim) finish() {
 	for _, n := range s.nodes {
 		s.res.PerNode = append(s.res.PerNode, n.fetched)
 	}
+	s.res.EndPending, s.res.EndLent = s.Unfetched(), s.LentNow()
 	big := s.web.Biggest(10)
 	s.res.BigHosts = len(big)
 	s.res.BigMin = math.Inf(1)
