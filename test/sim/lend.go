@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -275,12 +276,7 @@ func (s *Sim) giveBackAll(n *node) {
 	if n.nguests == 0 && len(n.guests) == 0 {
 		return
 	}
-	hs := make([]int32, 0, len(n.guests))
-	for h := range n.guests {
-		hs = append(hs, h)
-	}
-	slices.Sort(hs)
-	for _, h := range hs {
+	for _, h := range slices.Sorted(maps.Keys(n.guests)) {
 		off := s.web.Off[h]
 		for _, i := range n.guests[h] {
 			if g := off + int64(i); s.isLentTo(g, n.id) {
