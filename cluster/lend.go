@@ -651,6 +651,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, fore
 	ring := c.ring.Load()
 	files := map[string][]Entry{}
 	var local []frontier.NewURL
+	foreign = c.unsent(ring, foreign)
 	for _, u := range foreign {
 		o := ring.Owner(frontier.Fingerprint(u.URL))
 		if o == "" || o == c.cfg.Name {
@@ -692,6 +693,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, fore
 	if err := c.outbox.putEntries(ctx, files); err != nil {
 		return err
 	}
+	c.markSent(ring, foreign)
 	if len(keep) > 0 {
 		if _, err := c.front.AddReplicas(ctx, keep); err != nil {
 			return err

@@ -210,6 +210,8 @@ type Cluster struct {
 	members *Members
 	clock   *Clock // nil when no NTP server is configured
 	sched   *Schedule
+	lead    time.Duration // announceLeadOf the gossip timings
+	sent    *sentFilter   // URLs filed for their owners (KindNew)
 
 	ring  atomic.Pointer[Ring]
 	away  atomic.Pointer[away]              // members declared dead whose share waits (Held); nil: none
@@ -406,7 +408,55 @@ func (c *Cluster) Replicate(ctx context.Context, done []frontier.NewURL) error {
 // member owns go to the outbox; the others are returned, for the node to
 // record with its fetch results in one frontier transaction.
 func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
-	return c.fileFor(ctx, KindNew, urls, c.ring.Load().Owner)
+	ring := c.ring.Load()
+	urls = c.unsent(ring, urls)
+	local, err := c.fileFor(ctx, KindNew, urls, ring.Owner)
+	if err == nil {
+		c.markSent(ring, urls)
+	}
+	return local, err
+}
+
+// unsent returns urls without the plain ones filed already for their
+// owner under ring (sentFilter); urls itself is left as it is.
+func (c *Cluster) unsent(ring *Ring, urls []frontier.NewURL) []frontier.NewURL {
+	if c.ring.Load() != ring {
+		return urls
+	}
+	var out []frontier.NewURL
+	skipped := false
+	for i, u := range urls {
+		if plain(u) && c.sent.seen(frontier.Fingerprint(u.URL)) {
+			if !skipped {
+				out, skipped = append(make([]frontier.NewURL, 0, len(urls)-1), urls[:i]...), true
+			}
+			continue
+		}
+		if skipped {
+			out = append(out, u)
+		}
+	}
+	if !skipped {
+		return urls
+	}
+	return out
+}
+
+// markSent remembers the plain URLs of urls filed for another member under
+// ring, unless the members changed since (the filter was reset).
+func (c *Cluster) markSent(ring *Ring, urls []frontier.NewURL) {
+	if c.ring.Load() != ring {
+		return
+	}
+	for _, u := range urls {
+		if !plain(u) {
+			continue
+		}
+		fp := frontier.Fingerprint(u.URL)
+		if o := ring.Owner(fp); o != "" && o != c.cfg.Name {
+			c.sent.mark(fp)
+		}
+	}
 }
 
 // fileFor files each URL, as kind, in the outbox of the member peerOf names
@@ -470,6 +520,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	// left in the outbox for their owners instead of taking them as this
 	// node's own.
 	c.ring.Store(NewRing(nil))
+	c.sent = newSentFilter()
 	c.peersLeaving.Store(&map[string]bool{})
 	c.addrs.Store(&map[string]string{})
 	ok := false
@@ -500,6 +551,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	} else {
 		c.log.Warn("no NTP server configured (--ntp): cluster time is the local clock")
 	}
+	c.lead = announceLeadOf(cfg.Tune)
 	sc := DefaultScheduleConfig(cfg.Name)
 	sc.Phases, sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = cfg.Phases, cfg.PhaseDuration, cfg.Guard, cfg.Columns, ts
 	if c.sched, err = NewSchedule(sc); err != nil {
@@ -533,7 +585,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	if c.x, err = NewExchange(xc); err != nil {
 		return nil, err
 	}
-	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), announceLead), Started: time.Now().UnixNano(),
+	meta := NodeMeta{API: cfg.API, Exchange: c.x.Addr(), From: c.sched.AnnounceEpoch(time.Now(), c.lead), Started: time.Now().UnixNano(),
 		Scope: cfg.ScopeDigest}
 	c.members, err = StartMembers(MembersConfig{
 		Name: cfg.Name, BindAddr: cfg.Gossip, Join: cfg.Join, SecretKey: cfg.Key,
@@ -673,7 +725,7 @@ func (c *Cluster) update() {
 			// A failure: nobody announced the epoch. Choose one far
 			// enough ahead for the members' choices (gossiped as
 			// NodeMeta.ViewFrom) to meet before its guard starts.
-			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), announceLead))
+			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), c.lead))
 		}
 		from = c.sched.SetMembersAfter(names, notBefore)
 		if dropped {
@@ -697,6 +749,7 @@ func (c *Cluster) update() {
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)
 	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
+		c.sent.reset() // owners may have changed
 		c.ring.Store(ring)
 		if c.cfg.MaxPagesPerHost > 0 {
 			c.front.SetMaxPerHost(ShareCap(c.cfg.MaxPagesPerHost, ring.Len()))
@@ -709,10 +762,21 @@ func (c *Cluster) update() {
 	c.x.Kick()
 }
 
-// announceLead is how far ahead a joining or leaving node announces the
-// epoch its change applies from (NodeMeta.From): time for the news to reach
-// every member by gossip.
-const announceLead = 2 * time.Second
+// announceLeadGossips is how far ahead, in gossip intervals, a joining or
+// leaving node announces the epoch its change applies from (NodeMeta.From):
+// time for the news to reach every member by gossip. memberlist's LAN
+// timings gossip every 200ms (a lead of 2s); FastTimings every 50ms (0.5s).
+const announceLeadGossips = 10
+
+// announceLeadOf is the announce lead of a member whose memberlist
+// configuration tune changes (nil: the LAN timings).
+func announceLeadOf(tune func(*memberlist.Config)) time.Duration {
+	mc := memberlist.DefaultLANConfig()
+	if tune != nil {
+		tune(mc)
+	}
+	return announceLeadGossips * mc.GossipInterval
+}
 
 // announced returns the latest epoch announced (NodeMeta.From) by the
 // members that join or leave in the change from the schedule's latest list
@@ -813,7 +877,7 @@ func (c *Cluster) Close() error {
 			} else {
 				// Announce the epoch from which the others drop this node
 				// from the phase schedule, so they all switch together.
-				c.setMeta(func(m *NodeMeta) { m.From = c.sched.AnnounceEpoch(time.Now(), announceLead) })
+				c.setMeta(func(m *NodeMeta) { m.From = c.sched.AnnounceEpoch(time.Now(), c.lead) })
 				errs = append(errs, c.members.Leave(c.cfg.LeaveTimeout))
 			}
 		}

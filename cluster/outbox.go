@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +32,14 @@ type OutboxConfig struct {
 	// MaxURLs bounds the URLs waiting on disk, all peers together.
 	// Default 10,000,000; valid 1..1,000,000,000.
 	MaxURLs int
+	// Gather is the longest the writer waits for more writes after the
+	// first one before it commits them together (one fsync for all); it
+	// commits sooner when no write arrives for a quarter of Gather (light
+	// load) or 256 writes wait. Default 10ms; valid 0 (commit at once, one
+	// commit per writer pass)..1s. Every write waits up to this long
+	// for its fsync; on a busy member it is what keeps the fsyncs per
+	// second bounded.
+	Gather time.Duration
 	// NoSync skips fsync on commit: tests and benchmarks only.
 	NoSync bool
 	// Logger, default slog.Default().
@@ -39,8 +48,11 @@ type OutboxConfig struct {
 
 // DefaultOutboxConfig returns the defaults for an outbox at path.
 func DefaultOutboxConfig(path string) OutboxConfig {
-	return OutboxConfig{Path: path, MaxURLs: 10_000_000}
+	return OutboxConfig{Path: path, MaxURLs: 10_000_000, Gather: DefaultOutboxGather}
 }
+
+// DefaultOutboxGather is OutboxConfig.Gather's default.
+const DefaultOutboxGather = 10 * time.Millisecond
 
 // Outbox is the durable per-peer queue of URLs waiting to be sent to their
 // owner. URLs are filed under the peer that owned them when they were put; the
@@ -55,6 +67,7 @@ type Outbox struct {
 	ops     chan *obOp
 	quit    chan struct{}
 	stopped chan struct{} // closed when the writer has exited
+	commits atomic.Uint64 // write transactions committed (or attempted)
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex // guards counts, total, wake, closed
@@ -84,6 +97,9 @@ func OpenOutbox(cfg OutboxConfig) (*Outbox, error) {
 	}
 	if cfg.MaxURLs < 1 || cfg.MaxURLs > 1_000_000_000 {
 		return nil, fmt.Errorf("cluster: outbox max_urls=%d: must be 1..1000000000", cfg.MaxURLs)
+	}
+	if cfg.Gather < 0 || cfg.Gather > time.Second {
+		return nil, fmt.Errorf("cluster: outbox gather=%s: must be 0..1s", cfg.Gather)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -570,6 +586,11 @@ func (o *Outbox) do(ctx context.Context, fn func(tx *bolt.Tx, d *obDelta) error)
 func (o *Outbox) writer() {
 	defer o.wg.Done()
 	defer close(o.stopped)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	quiet := time.NewTimer(time.Hour)
+	quiet.Stop()
+	gap := o.cfg.Gather / 4
 	for {
 		var batch []*obOp
 		select {
@@ -579,15 +600,37 @@ func (o *Outbox) writer() {
 			o.failQueued()
 			return
 		}
+		var timeout, lull <-chan time.Time
+		if o.cfg.Gather > 0 {
+			timer.Reset(o.cfg.Gather)
+			quiet.Reset(gap)
+			timeout, lull = timer.C, quiet.C
+		}
 	more:
 		for len(batch) < 256 {
+			if timeout == nil {
+				select {
+				case op := <-o.ops:
+					batch = append(batch, op)
+				default:
+					break more
+				}
+				continue
+			}
 			select {
 			case op := <-o.ops:
 				batch = append(batch, op)
-			default:
+				quiet.Reset(gap)
+			case <-timeout:
+				timeout = nil // take what is queued now, then commit
+			case <-lull:
+				timeout = nil // no write for a while: the load is light
+			case <-o.quit:
 				break more
 			}
 		}
+		timer.Stop()
+		quiet.Stop()
 		o.commit(batch)
 	}
 }
@@ -604,6 +647,7 @@ func (o *Outbox) failQueued() {
 }
 
 func (o *Outbox) commit(batch []*obOp) {
+	o.commits.Add(1)
 	d := &obDelta{counts: map[string]int{}}
 	errs := make([]error, len(batch))
 	err := o.db.Update(func(tx *bolt.Tx) error {

@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/frontier"
+)
+
+func TestSentFilter(t *testing.T) {
+	f := newSentFilter()
+	const a, b = uint64(12345), uint64(12345 + sentSlots) // same slot
+	steps := []struct {
+		do           func()
+		wantA, wantB bool
+	}{
+		{func() {}, false, false},
+		{func() { f.mark(a) }, true, false},
+		{func() { f.mark(b) }, false, true}, // b took a's slot: a is only sent again
+		{func() { f.mark(a) }, true, false},
+		{func() { f.reset() }, false, false},
+		{func() { f.mark(0) }, false, false}, // 0 marks nothing
+	}
+	for i, s := range steps {
+		s.do()
+		if f.seen(a) != s.wantA || f.seen(b) != s.wantB {
+			t.Errorf("step %d: seen(a)=%v seen(b)=%v, want %v %v", i, f.seen(a), f.seen(b), s.wantA, s.wantB)
+		}
+	}
+	if f.seen(0) {
+		t.Error("fingerprint 0 is never seen")
+	}
+}
+
+func TestPlain(t *testing.T) {
+	for _, tc := range []struct {
+		u    frontier.NewURL
+		want bool
+	}{
+		{frontier.NewURL{URL: "http://a.test/", Depth: 3}, true},
+		{frontier.NewURL{URL: "http://a.test/", Redirects: 1}, false},
+		{frontier.NewURL{URL: "http://a.test/", LastMod: time.Unix(1, 0)}, false},
+		{frontier.NewURL{URL: "http://a.test/", Due: time.Unix(1, 0)}, false},
+	} {
+		if got := plain(tc.u); got != tc.want {
+			t.Errorf("plain(%+v) = %v, want %v", tc.u, got, tc.want)
+		}
+	}
+}
+
+// TestRouteForeignFilesAURLOnce: a URL found again on another page is not
+// filed for its owner a second time, unless it says more than its address
+// or the members changed since.
+func TestRouteForeignFilesAURLOnce(t *testing.T) {
+	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
+	defer ob.Close()
+	c := &Cluster{cfg: NodeConfig{Name: "a"}, outbox: ob, sent: newSentFilter()}
+	c.ring.Store(NewRing([]string{"a", "b"}))
+	var urls []frontier.NewURL
+	foreign := 0
+	for i := range 200 {
+		u := frontier.NewURL{URL: fmt.Sprintf("http://h%d.test/p", i), Host: fmt.Sprintf("h%d.test", i)}
+		urls = append(urls, u)
+		if c.ring.Load().Owner(frontier.Fingerprint(u.URL)) == "b" {
+			foreign++
+		}
+	}
+	if foreign == 0 || foreign == len(urls) {
+		t.Fatalf("%d of %d URLs owned by b: want some", foreign, len(urls))
+	}
+	ctx := context.Background()
+	route := func(us []frontier.NewURL) int {
+		t.Helper()
+		in := append([]frontier.NewURL(nil), us...)
+		local, err := c.RouteForeign(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(local) != len(urls)-foreign {
+			t.Fatalf("%d URLs kept local, want %d", len(local), len(urls)-foreign)
+		}
+		for i := range us {
+			if in[i] != us[i] {
+				t.Fatalf("RouteForeign changed its argument at %d", i)
+			}
+		}
+		return ob.pending("b")
+	}
+	if got := route(urls); got != foreign {
+		t.Fatalf("first pass: %d filed for b, want %d", got, foreign)
+	}
+	if got := route(urls); got != foreign {
+		t.Fatalf("second pass: %d filed for b, want still %d", got, foreign)
+	}
+	// A redirect's count is news: filed again.
+	var redirect frontier.NewURL
+	for _, u := range urls {
+		if c.ring.Load().Owner(frontier.Fingerprint(u.URL)) == "b" {
+			redirect = u
+			break
+		}
+	}
+	redirect.Redirects = 1
+	if _, err := c.RouteForeign(ctx, []frontier.NewURL{redirect}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ob.pending("b"); got != foreign+1 {
+		t.Fatalf("after a redirect: %d filed for b, want %d", got, foreign+1)
+	}
+	// The members changed: owners may have too, so everything is filed again.
+	c.sent.reset()
+	c.ring.Store(NewRing([]string{"a", "b"}))
+	if got := route(urls); got != 2*foreign+1 {
+		t.Fatalf("after a member change: %d filed for b, want %d", got, 2*foreign+1)
+	}
+}
+
+// TestOutboxGather: writes that arrive within Gather of each other share
+// one commit (one fsync).
+func TestOutboxGather(t *testing.T) {
+	ob, err := OpenOutbox(OutboxConfig{Path: filepath.Join(t.TempDir(), "o.db"), Gather: time.Second, NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	before := ob.commits.Load()
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- ob.Put(context.Background(), "p", testURLs(fmt.Sprintf("g%d", i), 10)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ob.commits.Load() - before; got > 2 {
+		t.Errorf("%d puts made %d commits, want them gathered in at most 2", n, got)
+	}
+	if ob.Len() != n*10 {
+		t.Errorf("len %d, want %d", ob.Len(), n*10)
+	}
+	if _, err := OpenOutbox(OutboxConfig{Path: filepath.Join(t.TempDir(), "bad.db"), Gather: 2 * time.Second}); err == nil {
+		t.Error("gather=2s accepted, want an error naming gather")
+	}
+}
