@@ -118,7 +118,7 @@ root:
 		case xml.EndElement:
 			name := strings.ToLower(t.Name.Local)
 			switch {
-			case field != "" && name == field:
+			case field != "" && name == field && cur != nil:
 				v := strings.TrimSpace(text.String())
 				if field == "loc" {
 					cur.Loc = v
@@ -134,7 +134,7 @@ root:
 					}
 					sm.Entries = append(sm.Entries, *cur)
 				}
-				cur = nil
+				cur, field = nil, "" // an unclosed <loc> ends with its entry
 			}
 		}
 	}

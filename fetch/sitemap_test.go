@@ -59,6 +59,7 @@ func TestParseSitemap(t *testing.T) {
 		{"cut short", []byte(urlset[:strings.Index(urlset, "<url><loc>http://h.example/b")+20]), false, wantSet[:1], true, nil},
 		{"html", []byte(`<html><body><a href="/x">x</a></body></html>`), false, nil, false, ErrNotSitemap},
 		{"rss", []byte(`<?xml version="1.0"?><rss><channel><link>http://h.example/</link></channel></rss>`), false, nil, false, ErrNotSitemap},
+		{"entry closed inside its loc", []byte(`<urlset><url><loC>http://h.example/a<url></A>`), false, nil, true, nil},
 		{"empty", nil, false, nil, false, ErrNotSitemap},
 		{"gzip'd download", gz(t, bytes.Repeat([]byte{1, 2, 3, '<'}, 100000)), false, nil, false, ErrNotSitemap},
 	}
