@@ -420,13 +420,10 @@ func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]f
 // unsent returns urls without the plain ones filed already for their
 // owner under ring (sentFilter); urls itself is left as it is.
 func (c *Cluster) unsent(ring *Ring, urls []frontier.NewURL) []frontier.NewURL {
-	if c.ring.Load() != ring {
-		return urls
-	}
 	var out []frontier.NewURL
 	skipped := false
 	for i, u := range urls {
-		if plain(u) && c.sent.seen(frontier.Fingerprint(u.URL)) {
+		if plain(u) && c.sent.seen(ring, frontier.Fingerprint(u.URL)) {
 			if !skipped {
 				out, skipped = append(make([]frontier.NewURL, 0, len(urls)-1), urls[:i]...), true
 			}
@@ -443,18 +440,15 @@ func (c *Cluster) unsent(ring *Ring, urls []frontier.NewURL) []frontier.NewURL {
 }
 
 // markSent remembers the plain URLs of urls filed for another member under
-// ring, unless the members changed since (the filter was reset).
+// ring (nothing once the members changed: the filter is another ring's).
 func (c *Cluster) markSent(ring *Ring, urls []frontier.NewURL) {
-	if c.ring.Load() != ring {
-		return
-	}
 	for _, u := range urls {
 		if !plain(u) {
 			continue
 		}
 		fp := frontier.Fingerprint(u.URL)
 		if o := ring.Owner(fp); o != "" && o != c.cfg.Name {
-			c.sent.mark(fp)
+			c.sent.mark(ring, fp)
 		}
 	}
 }
@@ -520,7 +514,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	// left in the outbox for their owners instead of taking them as this
 	// node's own.
 	c.ring.Store(NewRing(nil))
-	c.sent = newSentFilter()
+	c.sent = newSentFilter(c.ring.Load())
 	c.peersLeaving.Store(&map[string]bool{})
 	c.addrs.Store(&map[string]string{})
 	ok := false
@@ -749,8 +743,8 @@ func (c *Cluster) update() {
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)
 	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
-		c.sent.reset() // owners may have changed
 		c.ring.Store(ring)
+		c.sent.reset(ring) // owners may have changed
 		if c.cfg.MaxPagesPerHost > 0 {
 			c.front.SetMaxPerHost(ShareCap(c.cfg.MaxPagesPerHost, ring.Len()))
 		}

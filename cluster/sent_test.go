@@ -11,26 +11,33 @@ import (
 )
 
 func TestSentFilter(t *testing.T) {
-	f := newSentFilter()
+	r1, r2 := NewRing([]string{"a", "b"}), NewRing([]string{"a", "b", "c"})
+	f := newSentFilter(r1)
 	const a, b = uint64(12345), uint64(12345 + sentSlots) // same slot
 	steps := []struct {
+		name         string
 		do           func()
+		ring         *Ring
 		wantA, wantB bool
 	}{
-		{func() {}, false, false},
-		{func() { f.mark(a) }, true, false},
-		{func() { f.mark(b) }, false, true}, // b took a's slot: a is only sent again
-		{func() { f.mark(a) }, true, false},
-		{func() { f.reset() }, false, false},
-		{func() { f.mark(0) }, false, false}, // 0 marks nothing
+		{"empty", func() {}, r1, false, false},
+		{"mark a", func() { f.mark(r1, a) }, r1, true, false},
+		{"another ring's view", func() {}, r2, false, false},
+		{"b takes a's slot: a is only sent again", func() { f.mark(r1, b) }, r1, false, true},
+		{"mark a again", func() { f.mark(r1, a) }, r1, true, false},
+		{"reset for r2", func() { f.reset(r2) }, r2, false, false},
+		{"a mark for the old ring is ignored", func() { f.mark(r1, a) }, r2, false, false},
+		{"the old ring sees nothing", func() {}, r1, false, false},
+		{"mark a under r2", func() { f.mark(r2, a) }, r2, true, false},
+		{"0 marks nothing", func() { f.mark(r2, 0) }, r2, true, false},
 	}
-	for i, s := range steps {
+	for _, s := range steps {
 		s.do()
-		if f.seen(a) != s.wantA || f.seen(b) != s.wantB {
-			t.Errorf("step %d: seen(a)=%v seen(b)=%v, want %v %v", i, f.seen(a), f.seen(b), s.wantA, s.wantB)
+		if f.seen(s.ring, a) != s.wantA || f.seen(s.ring, b) != s.wantB {
+			t.Errorf("%s: seen(a)=%v seen(b)=%v, want %v %v", s.name, f.seen(s.ring, a), f.seen(s.ring, b), s.wantA, s.wantB)
 		}
 	}
-	if f.seen(0) {
+	if f.seen(r2, 0) {
 		t.Error("fingerprint 0 is never seen")
 	}
 }
@@ -57,8 +64,9 @@ func TestPlain(t *testing.T) {
 func TestRouteForeignFilesAURLOnce(t *testing.T) {
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
 	defer ob.Close()
-	c := &Cluster{cfg: NodeConfig{Name: "a"}, outbox: ob, sent: newSentFilter()}
+	c := &Cluster{cfg: NodeConfig{Name: "a"}, outbox: ob}
 	c.ring.Store(NewRing([]string{"a", "b"}))
+	c.sent = newSentFilter(c.ring.Load())
 	var urls []frontier.NewURL
 	foreign := 0
 	for i := range 200 {
@@ -111,8 +119,8 @@ func TestRouteForeignFilesAURLOnce(t *testing.T) {
 		t.Fatalf("after a redirect: %d filed for b, want %d", got, foreign+1)
 	}
 	// The members changed: owners may have too, so everything is filed again.
-	c.sent.reset()
 	c.ring.Store(NewRing([]string{"a", "b"}))
+	c.sent.reset(c.ring.Load())
 	if got := route(urls); got != 2*foreign+1 {
 		t.Fatalf("after a member change: %d filed for b, want %d", got, 2*foreign+1)
 	}
