@@ -651,14 +651,16 @@ func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, fore
 	ring := c.ring.Load()
 	files := map[string][]Entry{}
 	var local []frontier.NewURL
-	foreign = c.unsent(ring, foreign)
-	for _, u := range foreign {
-		o := ring.Owner(frontier.Fingerprint(u.URL))
+	var filed []uint64
+	for _, u := range c.unsent(ring, foreign) {
+		fp := frontier.Fingerprint(u.URL)
+		o := ring.Owner(fp)
 		if o == "" || o == c.cfg.Name {
 			local = append(local, u)
 			continue
 		}
 		files[o] = append(files[o], Entry{Kind: KindNew, NewURL: u})
+		filed = append(filed, fp)
 	}
 	if len(local) > 0 {
 		if _, err := c.front.Add(ctx, local); err != nil {
@@ -693,7 +695,7 @@ func (c *Cluster) ReportLent(ctx context.Context, out frontier.LentOutcome, fore
 	if err := c.outbox.putEntries(ctx, files); err != nil {
 		return err
 	}
-	c.markSent(ring, foreign)
+	c.markSent(ring, filed)
 	if len(keep) > 0 {
 		if _, err := c.front.AddReplicas(ctx, keep); err != nil {
 			return err

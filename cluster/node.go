@@ -410,9 +410,16 @@ func (c *Cluster) Replicate(ctx context.Context, done []frontier.NewURL) error {
 func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
 	ring := c.ring.Load()
 	urls = c.unsent(ring, urls)
-	local, err := c.fileFor(ctx, KindNew, urls, ring.Owner)
+	var filed []uint64
+	local, err := c.fileFor(ctx, KindNew, urls, func(fp uint64) string {
+		o := ring.Owner(fp)
+		if o != "" && o != c.cfg.Name {
+			filed = append(filed, fp)
+		}
+		return o
+	})
 	if err == nil {
-		c.markSent(ring, urls)
+		c.markSent(ring, filed)
 	}
 	return local, err
 }
@@ -439,17 +446,13 @@ func (c *Cluster) unsent(ring *Ring, urls []frontier.NewURL) []frontier.NewURL {
 	return out
 }
 
-// markSent remembers the plain URLs of urls filed for another member under
-// ring (nothing once the members changed: the filter is another ring's).
-func (c *Cluster) markSent(ring *Ring, urls []frontier.NewURL) {
-	for _, u := range urls {
-		if !plain(u) {
-			continue
-		}
-		fp := frontier.Fingerprint(u.URL)
-		if o := ring.Owner(fp); o != "" && o != c.cfg.Name {
-			c.sent.mark(ring, fp)
-		}
+// markSent remembers the fingerprints fps, of URLs filed for other members
+// under ring (nothing once the members changed: the filter is another
+// ring's). A URL filed with more than its address is marked too: a later
+// plain mention of it adds nothing, and a later one with more is sent.
+func (c *Cluster) markSent(ring *Ring, fps []uint64) {
+	for _, fp := range fps {
+		c.sent.mark(ring, fp)
 	}
 }
 

@@ -39,8 +39,8 @@ func newSentFilter(ring *Ring) *sentFilter {
 func (f *sentFilter) reset(ring *Ring) { f.t.Store(&sentTable{ring: ring}) }
 
 // plain reports whether u says no more than its address and depth: only
-// such URLs are filtered (a sitemap's lastmod, a redirect count or a
-// revisit's due time is always sent).
+// such URLs are left out once filed (a sitemap's lastmod, a redirect count
+// or a revisit's due time is always sent).
 func plain(u frontier.NewURL) bool {
 	return u.LastMod.IsZero() && u.Redirects == 0 && u.Due.IsZero()
 }
