@@ -291,21 +291,55 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 	return x.cfg.Local.Receive(ctx, kind, urls)
 }
 
-// storeEntries stores a batch's entries locally, every kind.
+// storeEntries stores a batch's entries locally, every kind, and returns
+// once all are stored. The records a rebalance moves (KindDone, KindMoved)
+// are stored first, so that the batch's other entries find them; the other
+// kinds are stored at once, each kind's writes in the same group commit
+// as the others' (a batch of new URLs, replicas and outcomes costs the
+// sender, which waits for the ack, one commit rather than one per kind).
+// Entries of one batch may be stored in any order, as those of batches
+// from different members are.
 func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
 	var byKind [maxKind + 1][]frontier.NewURL
 	for _, e := range es {
 		byKind[e.Kind] = append(byKind[e.Kind], e.NewURL)
 	}
 	total := 0
-	for k, us := range byKind {
-		n, err := x.storeLocal(ctx, Kind(k), us)
+	for _, k := range []Kind{KindDone, KindMoved} {
+		n, err := x.storeLocal(ctx, k, byKind[k])
 		total += n
 		if err != nil {
 			return total, err
 		}
+		byKind[k] = nil
 	}
-	return total, nil
+	var rest []Kind
+	for k, us := range byKind {
+		if len(us) > 0 {
+			rest = append(rest, Kind(k))
+		}
+	}
+	if len(rest) == 1 {
+		n, err := x.storeLocal(ctx, rest[0], byKind[rest[0]])
+		return total + n, err
+	}
+	var (
+		wg   sync.WaitGroup
+		ns   [maxKind + 1]int
+		errs [maxKind + 1]error
+	)
+	for _, k := range rest {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ns[k], errs[k] = x.storeLocal(ctx, k, byKind[k])
+		}()
+	}
+	wg.Wait()
+	for _, k := range rest {
+		total += ns[k]
+	}
+	return total, errors.Join(errs[:]...)
 }
 
 // Kick tells the senders that the membership changed: each re-checks the
@@ -433,7 +467,7 @@ func (x *Exchange) serve(c net.Conn) {
 			x.cfg.onBatch(xc.peer, b)
 		}
 		a := ack{ID: b.ID}
-		added, err := x.storeEntries(x.ctx, b.Entries)
+		added, err := x.storeEntries(frontier.Urgent(x.ctx), b.Entries)
 		if err != nil {
 			if x.ctx.Err() != nil {
 				return // shutting down: no ack, the sender resends

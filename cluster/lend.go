@@ -642,8 +642,8 @@ func (c *Cluster) SplitLinks(found []frontier.NewURL) (local, foreign []frontier
 
 // ReportLent implements node.Lender: one durable outbox write files the
 // links found on a lent page that other members own for them (KindNew),
-// the outcome for the URL's owner (KindOutcome), who receives the links
-// before the outcome (a batch is stored kind by kind, KindNew first), and
+// the outcome for the URL's owner (KindOutcome), who acknowledges the
+// batch once both the links and the outcome are stored, and
 // a fetched page's replica for the member ranked second for it; the node
 // has made its own links durable before. A link or an outcome this
 // node owns now (the members changed) is recorded here.
@@ -1009,13 +1009,31 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			return n, err
 		}
 	}
-	if err := c.Replicate(ctx, done); err != nil {
+	if err := c.Replicate(ctx, c.replicasOwed(done)); err != nil {
 		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
 	}
 	if c.cfg.Wake != nil {
 		c.cfg.Wake() // a stalled one may be due, and the scan's window moved
 	}
 	return n, nil
+}
+
+// replicasOwed returns the lent pages of done whose replica this node, their
+// owner, still has to send. The holder sent each page's replica with its
+// outcome, to the member ranked second for the URL (ReportLent): when this
+// node ranks first, that is the member this node would send it to, and a
+// second copy is needed only to carry a revisit's due time. Otherwise (the
+// holder sends none when the owner ranks second, and its member list may
+// differ) this node sends it.
+func (c *Cluster) replicasOwed(done []frontier.NewURL) []frontier.NewURL {
+	ring := c.ring.Load()
+	out := done[:0:0]
+	for _, u := range done {
+		if first, _ := ring.Top2(frontier.Fingerprint(u.URL)); first != c.cfg.Name || !u.Due.IsZero() {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // maxOutcomeHops bounds how often an outcome is passed on (its entry's
