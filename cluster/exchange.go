@@ -329,11 +329,7 @@ func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
 		errs [maxKind + 1]error
 	)
 	for _, k := range rest {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ns[k], errs[k] = x.storeLocal(ctx, k, byKind[k])
-		}()
+		wg.Go(func() { ns[k], errs[k] = x.storeLocal(ctx, k, byKind[k]) })
 	}
 	wg.Wait()
 	for _, k := range rest {
@@ -467,7 +463,7 @@ func (x *Exchange) serve(c net.Conn) {
 			x.cfg.onBatch(xc.peer, b)
 		}
 		a := ack{ID: b.ID}
-		added, err := x.storeEntries(frontier.Urgent(x.ctx), b.Entries)
+		added, err := x.storeEntries(x.ctx, b.Entries)
 		if err != nil {
 			if x.ctx.Err() != nil {
 				return // shutting down: no ack, the sender resends

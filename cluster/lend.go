@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1009,31 +1010,110 @@ func (c *Cluster) settleLent(ctx context.Context, urls []frontier.NewURL) (int, 
 			return n, err
 		}
 	}
-	if err := c.Replicate(ctx, c.replicasOwed(done)); err != nil {
-		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
-	}
+	c.replicateLent(ctx, done)
 	if c.cfg.Wake != nil {
 		c.cfg.Wake() // a stalled one may be due, and the scan's window moved
 	}
 	return n, nil
 }
 
-// replicasOwed returns the lent pages of done whose replica this node, their
-// owner, still has to send. The holder sent each page's replica with its
-// outcome, to the member ranked second for the URL (ReportLent): when this
-// node ranks first, that is the member this node would send it to, and a
-// second copy is needed only to carry a revisit's due time. Otherwise (the
-// holder sends none when the owner ranks second, and its member list may
-// differ) this node sends it.
-func (c *Cluster) replicasOwed(done []frontier.NewURL) []frontier.NewURL {
-	ring := c.ring.Load()
-	out := done[:0:0]
-	for _, u := range done {
-		if first, _ := ring.Top2(frontier.Fingerprint(u.URL)); first != c.cfg.Name || !u.Due.IsZero() {
-			out = append(out, u)
+// lentReplicas queues the replicas of the lent pages this node settled
+// (replicateLent) for replicateLoop.
+type lentReplicas struct {
+	mu      sync.Mutex
+	q       chan []frontier.NewURL // nil: not started
+	stopped chan struct{}          // closed by stop
+	done    bool                   // stopped: put refuses
+}
+
+// maxQueuedReplicas bounds the settled batches waiting for replicateLoop.
+const maxQueuedReplicas = 256
+
+func (r *lentReplicas) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.q, r.stopped = make(chan []frontier.NewURL, maxQueuedReplicas), make(chan struct{})
+}
+
+// put queues done; false when it is not running or its queue is full.
+func (r *lentReplicas) put(done []frontier.NewURL) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.q == nil || r.done {
+		return false
+	}
+	select {
+	case r.q <- done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the queue: put refuses from now on, and replicateLoop files
+// what is queued and returns.
+func (r *lentReplicas) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped != nil && !r.done {
+		r.done = true
+		close(r.stopped)
+	}
+}
+
+// replicateLent files the replicas of the lent pages done, settled here,
+// for the member ranked second (Replicate). It does so off the path that
+// settled them, when it can: an outcome's batch is acknowledged once
+// stored, its sender waits for that ack, and the replica is an outbox
+// write of its own after the frontier's. A replica filed a moment later
+// is lost only if this node fails in that moment, as is that of a page
+// fetched here (the page is then fetched again should this node never
+// come back). With replicateLoop not running, or behind, it files them
+// at once.
+func (c *Cluster) replicateLent(ctx context.Context, done []frontier.NewURL) {
+	if len(done) == 0 || c.repl.put(done) {
+		return
+	}
+	if err := c.Replicate(ctx, done); err != nil {
+		c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
+	}
+}
+
+// replicateLoop files the queued replicas of lent pages, those queued
+// meanwhile together, until the queue is stopped and empty.
+func (c *Cluster) replicateLoop() {
+	c.repl.mu.Lock()
+	q, stopped := c.repl.q, c.repl.stopped
+	c.repl.mu.Unlock()
+	file := func(done []frontier.NewURL) {
+		for len(done) < 4096 {
+			select {
+			case more := <-q:
+				done = append(slices.Clip(done), more...)
+				continue
+			default:
+			}
+			break
+		}
+		if err := c.Replicate(context.Background(), done); err != nil {
+			c.log.Warn("replicate lent pages", "error", err, "urls", len(done))
 		}
 	}
-	return out
+	for {
+		select {
+		case done := <-q:
+			file(done)
+		case <-stopped:
+			for {
+				select {
+				case done := <-q:
+					file(done)
+				default:
+					return
+				}
+			}
+		}
+	}
 }
 
 // maxOutcomeHops bounds how often an outcome is passed on (its entry's

@@ -244,6 +244,7 @@ type Cluster struct {
 	pauses      atomic.Uint64 // times the process was found frozen (watchPhases)
 	lends       lending       // URLs lent to other members (lend.go)
 	lendKick    chan struct{} // URLs arrived: lend now
+	repl        lentReplicas  // replicas of settled lent pages, filed off the receive path (lend.go)
 	// awayAtGate is, from the opening of the join gate, the members that
 	// were away then and have not come back settled since; lendHeld is
 	// set while there are any (lend.go, lendHoldUpdate).
@@ -608,6 +609,8 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.meta = meta
 	c.update()
 	signal(c.rebKick) // settle for the first member set even if it is just us
+	c.repl.start()
+	c.wg.Go(func() { c.replicateLoop() })
 	c.wg.Go(func() { c.follow(ctx) })
 	c.wg.Go(func() { c.announceView(ctx) })
 	c.wg.Go(func() { c.watchPhases(ctx) })
@@ -888,6 +891,7 @@ func (c *Cluster) Close() error {
 			errs = append(errs, c.x.Close())
 		}
 		c.rebWG.Wait()
+		c.repl.stop() // nothing settles any more: replicateLoop files the rest and returns
 		c.wg.Wait()
 		if c.outbox != nil {
 			errs = append(errs, c.outbox.Close())

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -87,29 +88,43 @@ func (r errReceiver) Receive(ctx context.Context, kind Kind, urls []frontier.New
 	return len(urls), nil
 }
 
-// TestReplicasOwed: the owner of a lent page sends its replica only when
-// the holder's does not stand for it: the owner does not rank first for
-// the URL, or the replica carries a revisit's due time.
-func TestReplicasOwed(t *testing.T) {
-	c := &Cluster{cfg: NodeConfig{Name: "a"}}
-	c.ring.Store(NewRing([]string{"a", "b", "c"}))
-	var first, notFirst frontier.NewURL
-	for i := 0; first.URL == "" || notFirst.URL == ""; i++ {
-		u := frontier.NewURL{URL: fmt.Sprintf("http://h.test/%d", i), Host: "h.test"}
-		if f, _ := c.ring.Load().Top2(frontier.Fingerprint(u.URL)); f == "a" {
-			first = u
-		} else {
-			notFirst = u
+// TestReplicateLent: the replicas of settled lent pages are queued and
+// filed by replicateLoop, every one queued before stop included; once
+// stopped (or before start) the queue refuses, and replicateLent files
+// them at once.
+func TestReplicateLent(t *testing.T) {
+	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
+	defer ob.Close()
+	c := &Cluster{cfg: NodeConfig{Name: "a"}, outbox: ob, log: testLogger()}
+	c.ring.Store(NewRing([]string{"a", "b"})) // b keeps every replica
+	batch := func(i int) []frontier.NewURL {
+		var us []frontier.NewURL
+		for j := range 10 {
+			us = append(us, frontier.NewURL{URL: fmt.Sprintf("http://h.test/%d/%d", i, j), Host: "h.test"})
 		}
+		return us
 	}
-	due := first
-	due.URL += "?due"
-	for f, _ := c.ring.Load().Top2(frontier.Fingerprint(due.URL)); f != "a"; f, _ = c.ring.Load().Top2(frontier.Fingerprint(due.URL)) {
-		due.URL += "x"
+	ctx := context.Background()
+	c.replicateLent(ctx, batch(0)) // not started: filed at once
+	if got := ob.pending("b"); got != 10 {
+		t.Fatalf("before start: %d replicas filed for b, want 10", got)
 	}
-	due.Due = time.Now().Add(time.Hour)
-	got := c.replicasOwed([]frontier.NewURL{first, notFirst, due})
-	if len(got) != 2 || got[0].URL != notFirst.URL || got[1].URL != due.URL {
-		t.Fatalf("replicasOwed = %v, want the URL this node does not rank first for and the one with a due time", got)
+	c.repl.start()
+	var wg sync.WaitGroup
+	wg.Go(c.replicateLoop)
+	for i := 1; i <= 20; i++ {
+		c.replicateLent(ctx, batch(i))
+	}
+	c.repl.stop()
+	wg.Wait()
+	if got := ob.pending("b"); got != 210 {
+		t.Fatalf("after stop: %d replicas filed for b, want 210", got)
+	}
+	if c.repl.put(batch(21)) {
+		t.Error("the stopped queue took a batch")
+	}
+	c.replicateLent(ctx, batch(22))
+	if got := ob.pending("b"); got != 220 {
+		t.Fatalf("after stop, filed at once: %d replicas for b, want 220", got)
 	}
 }

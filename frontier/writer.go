@@ -129,9 +129,6 @@ func (f *Frontier) submit(ctx context.Context, o *op) (int, error) {
 		f.mu.RUnlock()
 		return 0, fmt.Errorf("frontier: %s: %w", name, ctx.Err())
 	}
-	if ctx.Value(urgentKey{}) != nil {
-		f.Hurry()
-	}
 	select {
 	case r := <-o.reply:
 		return r.n, r.err
@@ -322,16 +319,6 @@ func (f *Frontier) writer() {
 		f.run(batch)
 		clear(batch)
 	}
-}
-
-type urgentKey struct{}
-
-// Urgent returns a context whose writes the writer commits as soon as it
-// has them, without gathering more for up to BatchDelay (Hurry after each):
-// for a caller that another process waits for, such as a cluster member
-// storing a batch that its sender waits to see acknowledged.
-func Urgent(ctx context.Context) context.Context {
-	return context.WithValue(ctx, urgentKey{}, true)
 }
 
 // Hurry tells the writer that a caller has nothing to do until writes it
