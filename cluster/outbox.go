@@ -34,7 +34,7 @@ type OutboxConfig struct {
 	MaxURLs int
 	// Gather is the longest the writer waits for more writes after the
 	// first one before it commits them together (one fsync for all); it
-	// commits sooner when no write arrives for a quarter of Gather (light
+	// commits sooner when no write arrives for a tenth of Gather (light
 	// load) or 256 writes wait. Default 10ms; valid 0 (commit at once, one
 	// commit per writer pass)..1s. Every write waits up to this long
 	// for its fsync; on a busy member it is what keeps the fsyncs per
@@ -590,7 +590,7 @@ func (o *Outbox) writer() {
 	timer.Stop()
 	quiet := time.NewTimer(time.Hour)
 	quiet.Stop()
-	gap := o.cfg.Gather / 4
+	gap := o.cfg.Gather / 10
 	for {
 		var batch []*obOp
 		select {
