@@ -566,6 +566,7 @@ func (s *sender) run() {
 	defer s.closeConn()
 	x, ob := s.x, s.x.cfg.Outbox
 	retry := false
+	unacked := false // the last batch sent was not acked: its entries go again
 	for {
 		if !s.waitReady(retry) {
 			return
@@ -582,22 +583,24 @@ func (s *sender) run() {
 		}
 		x.st.urlsRerouted.Add(uint64(t.moved))
 		if len(t.entries) == 0 {
-			retry = false
+			retry, unacked = false, false
 			continue
 		}
+		t.resend = unacked
 		if err := s.deliver(t); err != nil {
 			if x.ctx.Err() != nil {
 				return
 			}
-			retry = true
+			retry, unacked = true, true
 			s.failed("send batch", err)
 			continue
 		}
-		if _, err := ob.ack(x.ctx, s.peer, t.id); err != nil {
+		unacked = false
+		if _, err := ob.ack(x.ctx, s.peer, t.lastSeq); err != nil {
 			if x.ctx.Err() != nil {
 				return
 			}
-			retry = true
+			retry, unacked = true, true
 			s.failed("delete acked batch", err)
 			continue
 		}

@@ -312,9 +312,7 @@ func TestExchangeSurvivesKilledConnections(t *testing.T) {
 	bIns := newFakeInserter()
 	bOb := openTestOutbox(t, filepath.Join(t.TempDir(), "b.db"))
 	defer bOb.Close()
-	var idsMu sync.Mutex
-	ids := map[uint64]int{}
-	hook := func(from string, b Batch) { idsMu.Lock(); ids[b.ID]++; idsMu.Unlock() }
+	hook := func(from string, b Batch) {}
 	bx := startTestExchange(t, "b", "127.0.0.1:0", testKey, bOb, bIns, allTo("b"), book, hook)
 	bAddr := bx.Addr()
 	px := startProxy(t, "127.0.0.1:0", bAddr)
@@ -357,17 +355,17 @@ func TestExchangeSurvivesKilledConnections(t *testing.T) {
 	waitFor(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
 	bIns.check(t, n)
 	s := a.x.Stats()
-	idsMu.Lock()
+	bIns.mu.Lock()
 	twice := 0
-	for _, c := range ids {
+	for _, c := range bIns.seen {
 		if c > 1 {
 			twice++
 		}
 	}
-	idsMu.Unlock()
+	bIns.mu.Unlock()
 	t.Logf("sender: %d batches (%d resent), %d dials, %d failures", s.BatchesSent, s.BatchesResent, s.Dials, s.DialErrors)
 	if s.BatchesResent == 0 || twice == 0 {
-		t.Errorf("expected a resend with the same batch ID after the lost ack (resent=%d, ids seen twice=%d)", s.BatchesResent, twice)
+		t.Errorf("expected the batch of a lost ack sent again (resent=%d, URLs delivered twice=%d)", s.BatchesResent, twice)
 	}
 	if s.Dials < 3 {
 		t.Errorf("dials = %d, want >= 3 (reconnects)", s.Dials)
@@ -379,14 +377,9 @@ func TestExchangeSenderRestartResends(t *testing.T) {
 	gate := make(chan struct{})
 	ins := newFakeInserter()
 	ins.gate = gate // the first batch is received but not acked until a is gone
-	var firstID atomic.Uint64
-	var idsMu sync.Mutex
-	ids := map[uint64]int{}
+	var first atomic.Pointer[Batch]
 	b := newTestNodeIns(t, "b", testKey, allTo("b"), book, ins, func(from string, bt Batch) {
-		firstID.CompareAndSwap(0, bt.ID)
-		idsMu.Lock()
-		ids[bt.ID]++
-		idsMu.Unlock()
+		first.CompareAndSwap(nil, &bt)
 	})
 
 	path := filepath.Join(t.TempDir(), "a.db")
@@ -394,7 +387,7 @@ func TestExchangeSenderRestartResends(t *testing.T) {
 	ax := startTestExchange(t, "a", "127.0.0.1:0", testKey, aOb, newFakeInserter(), allTo("b"), book)
 	const n = 5000
 	route(t, ax, testURLs("restart", n), 1000)
-	waitFor(t, 10*time.Second, "first batch at b", func() bool { return firstID.Load() != 0 })
+	waitFor(t, 10*time.Second, "first batch at b", func() bool { return first.Load() != nil })
 	ax.Close() // the sender dies while waiting for the ack
 	aOb.Close()
 	close(gate) // b stores the batch; its ack goes nowhere
@@ -402,21 +395,33 @@ func TestExchangeSenderRestartResends(t *testing.T) {
 	aOb = openTestOutbox(t, path)
 	defer aOb.Close()
 	if got := aOb.Pending()["b"]; got != n {
-		t.Fatalf("reopened outbox has %d URLs for b, want %d", got, n)
-	}
-	if id, ok := aOb.inflightID("b"); !ok || id != firstID.Load() {
-		t.Fatalf("in-flight batch %d (%v), want %d", id, ok, firstID.Load())
+		t.Fatalf("reopened outbox has %d URLs for b, want %d (the unacked batch stays queued)", got, n)
 	}
 	ax = startTestExchange(t, "a", "127.0.0.1:0", testKey, aOb, newFakeInserter(), allTo("b"), book)
 	defer ax.Close()
 	waitFor(t, 30*time.Second, "all URLs at b", func() bool { return b.ins.distinct() == n })
 	waitFor(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
 	b.ins.check(t, n)
-	idsMu.Lock()
-	defer idsMu.Unlock()
-	if ids[firstID.Load()] != 2 {
-		t.Errorf("batch %d received %d times, want 2 (resent with the same ID)", firstID.Load(), ids[firstID.Load()])
+	// The unacked batch was sent again after the restart: each of its URLs
+	// reached b twice, and no other URL did.
+	inFirst := map[string]bool{}
+	for _, e := range first.Load().Entries {
+		inFirst[e.URL] = true
 	}
+	b.ins.mu.Lock()
+	defer b.ins.mu.Unlock()
+	for u, k := range b.ins.seen {
+		if want := 1 + btoi(inFirst[u]); k != want {
+			t.Errorf("%s delivered %d times, want %d", u, k, want)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func TestExchangeWrongKeyRefused(t *testing.T) {

@@ -68,6 +68,7 @@ type Outbox struct {
 	quit    chan struct{}
 	stopped chan struct{} // closed when the writer has exited
 	commits atomic.Uint64 // write transactions committed (or attempted)
+	batchID atomic.Uint64 // the last batch ID take gave (IDs match acks to batches on one connection)
 	wg      sync.WaitGroup
 
 	mu     sync.Mutex // guards counts, total, wake, closed
@@ -79,11 +80,11 @@ type Outbox struct {
 
 var (
 	bkQueue    = []byte("q")        // nested bucket per peer name: seq (8 bytes BE) -> entry
-	bkInflight = []byte("inflight") // peer -> batch ID (8) | last seq (8)
+	bkInflight = []byte("inflight") // older files only: a durable record of the batch in flight, dropped at open
 	bkCounts   = []byte("counts")   // peer -> uvarint entries waiting
 	bkMeta     = []byte("meta")
 	keyFormat  = []byte("format")
-	keyBatchID = []byte("batch_id") // next batch ID (8 bytes BE)
+	keyBatchID = []byte("batch_id") // older files only, dropped at open
 	outboxFmt  = []byte("phasecrawl-outbox-1")
 )
 
@@ -132,10 +133,20 @@ func OpenOutbox(cfg OutboxConfig) (*Outbox, error) {
 		} else if f := meta.Get(keyFormat); !bytes.Equal(f, outboxFmt) {
 			return fmt.Errorf("not a phasecrawl outbox (format %q)", f)
 		}
-		for _, name := range [][]byte{bkQueue, bkInflight, bkCounts} {
+		for _, name := range [][]byte{bkQueue, bkCounts} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
+		}
+		// A batch in flight is the sender's to remember (take): what older
+		// files recorded of it goes.
+		if tx.Bucket(bkInflight) != nil {
+			if err := tx.DeleteBucket(bkInflight); err != nil {
+				return err
+			}
+		}
+		if err := meta.Delete(keyBatchID); err != nil {
+			return err
 		}
 		return tx.Bucket(bkCounts).ForEach(func(k, v []byte) error {
 			n, w := binary.Uvarint(v)
@@ -318,12 +329,12 @@ func (o *Outbox) setWake(f func(peer string)) {
 }
 
 // taken is what take handed out: the entries of batch id, which are exactly
-// the keys <= lastSeq of the peer's queue.
+// the entries of the peer's queue with keys <= lastSeq.
 type taken struct {
 	id      uint64
 	lastSeq uint64
 	entries []Entry
-	resend  bool // id was already in flight (a previous send was not acked)
+	resend  bool // the same entries were sent before and not acked (set by the sender)
 	moved   int  // entries re-filed under another peer
 	dropped int  // undecodable entries removed
 }
@@ -332,126 +343,141 @@ type taken struct {
 // nobody any more.
 const dropEntry = "\x00drop"
 
-// take re-checks the owner of the oldest entries of peer's queue, re-files
-// those that moved to another owner (ownerOf; "" keeps them, dropEntry
-// removes them), and returns up
-// to max entries (maxBytes encoded) still owned by peer as one batch, whose
-// ID is recorded durably: the ID of a batch taken before and not acked is
-// reused. At most 4*max entries are examined per call; ownerOf must be fast.
-func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, ownerOf func(Entry) string) (taken, error) {
-	var t taken
-	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
-		t = taken{}
-		inf := tx.Bucket(bkInflight)
-		prevID, _, hasPrev := getInflight(inf, peer)
-		q := tx.Bucket(bkQueue).Bucket([]byte(peer))
-		if q == nil {
-			return inf.Delete([]byte(peer))
-		}
-		type move struct {
-			key []byte
-			to  string
-			val []byte
-		}
-		var moves []move
-		var drop [][]byte
-		size, visited := 0, 0
-		c := q.Cursor()
-		for k, v := c.First(); k != nil && len(t.entries) < max && visited < 4*max; k, v = c.Next() {
-			visited++
-			e, err := decodeEntry(v)
-			if err != nil {
-				o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
-				t.dropped++
-				drop = append(drop, bytes.Clone(k))
-				continue
-			}
-			owner := ownerOf(e)
-			if owner == dropEntry {
-				drop = append(drop, bytes.Clone(k))
-				continue
-			}
-			if owner != "" && owner != peer {
-				moves = append(moves, move{bytes.Clone(k), owner, bytes.Clone(v)})
-				continue
-			}
-			if size+len(v) > maxBytes && len(t.entries) > 0 {
-				break
-			}
-			size += len(v)
-			t.entries = append(t.entries, e)
-			t.lastSeq = binary.BigEndian.Uint64(k)
-		}
-		for _, k := range drop {
-			if err := q.Delete(k); err != nil {
-				return err
-			}
-		}
-		d.add(peer, -len(drop))
-		for _, m := range moves {
-			if err := q.Delete(m.key); err != nil {
-				return err
-			}
-			dst, err := tx.Bucket(bkQueue).CreateBucketIfNotExists([]byte(m.to))
-			if err != nil {
-				return err
-			}
-			if err := appendSeq(dst, m.val); err != nil {
-				return err
-			}
-			d.add(peer, -1)
-			d.add(m.to, 1)
-		}
-		t.moved = len(moves)
-		if len(t.entries) == 0 {
-			return inf.Delete([]byte(peer))
-		}
-		if hasPrev {
-			t.id, t.resend = prevID, true
-		} else {
-			meta := tx.Bucket(bkMeta)
-			t.id = 1
-			if v := meta.Get(keyBatchID); len(v) == 8 {
-				t.id = binary.BigEndian.Uint64(v)
-			}
-			if err := meta.Put(keyBatchID, be64(t.id+1)); err != nil {
-				return err
-			}
-		}
-		return inf.Put([]byte(peer), append(be64(t.id), be64(t.lastSeq)...))
-	})
-	if err != nil { // t may still be written by the writer (ctx ended)
-		return taken{}, err
-	}
-	return t, nil
+// queueScan is one pass over the oldest entries of a peer's queue (scan).
+type queueScan struct {
+	entries []Entry
+	lastSeq uint64
+	moves   []queueMove
+	drop    [][]byte
 }
 
-// ack deletes batch id of peer (the keys <= its last seq) once the peer
-// acknowledged it. A stale id (not the one in flight) is ignored.
-func (o *Outbox) ack(ctx context.Context, peer string, id uint64) (int, error) {
-	n := 0
-	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
-		n = 0
-		inf := tx.Bucket(bkInflight)
-		cur, last, ok := getInflight(inf, peer)
-		if !ok || cur != id {
-			return nil
+// queueMove is an entry to re-file under another peer.
+type queueMove struct {
+	key []byte
+	to  string
+	val []byte
+}
+
+// scan reads up to max entries (maxBytes encoded) of queue q that ownerOf
+// keeps for peer, and the entries before the last of them that it re-files
+// or drops; at most 4*max entries are examined.
+func (o *Outbox) scan(q *bolt.Bucket, peer string, max, maxBytes int, ownerOf func(Entry) string) queueScan {
+	var s queueScan
+	size, visited := 0, 0
+	c := q.Cursor()
+	for k, v := c.First(); k != nil && len(s.entries) < max && visited < 4*max; k, v = c.Next() {
+		visited++
+		e, err := decodeEntry(v)
+		if err != nil {
+			o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
+			s.drop = append(s.drop, bytes.Clone(k))
+			continue
 		}
+		owner := ownerOf(e)
+		if owner == dropEntry {
+			s.drop = append(s.drop, bytes.Clone(k))
+			continue
+		}
+		if owner != "" && owner != peer {
+			s.moves = append(s.moves, queueMove{bytes.Clone(k), owner, bytes.Clone(v)})
+			continue
+		}
+		if size+len(v) > maxBytes && len(s.entries) > 0 {
+			break
+		}
+		size += len(v)
+		s.entries = append(s.entries, e)
+		s.lastSeq = binary.BigEndian.Uint64(k)
+	}
+	return s
+}
+
+// take re-checks the owner of the oldest entries of peer's queue, re-files
+// those that moved to another owner (ownerOf; "" keeps them, dropEntry
+// removes them), and returns up to max entries (maxBytes encoded) still
+// owned by peer as one batch. The batch stays in the queue until ack
+// deletes it: taking it again before (after a failed send, or after a
+// restart) returns the same entries and more. At most 4*max entries are
+// examined per call; ownerOf must be fast.
+//
+// Taking writes nothing when no entry moved or was dropped (the common
+// case): the batch in flight is the sender's to remember, and the receiver
+// stores what it is sent again as often as it comes.
+func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, ownerOf func(Entry) string) (taken, error) {
+	var s queueScan
+	err := o.db.View(func(tx *bolt.Tx) error {
 		if q := tx.Bucket(bkQueue).Bucket([]byte(peer)); q != nil {
-			var keys [][]byte
-			c := q.Cursor()
-			for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= last; k, _ = c.Next() {
-				keys = append(keys, bytes.Clone(k))
+			s = o.scan(q, peer, max, maxBytes, ownerOf)
+		}
+		return nil
+	})
+	if err != nil {
+		return taken{}, fmt.Errorf("cluster: outbox take %s: %w", peer, err)
+	}
+	if len(s.moves) > 0 || len(s.drop) > 0 {
+		err = o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+			s = queueScan{}
+			q := tx.Bucket(bkQueue).Bucket([]byte(peer))
+			if q == nil {
+				return nil
 			}
-			for _, k := range keys {
+			s = o.scan(q, peer, max, maxBytes, ownerOf)
+			for _, k := range s.drop {
 				if err := q.Delete(k); err != nil {
 					return err
 				}
 			}
-			n = len(keys)
-			d.add(peer, -n)
+			d.add(peer, -len(s.drop))
+			for _, m := range s.moves {
+				if err := q.Delete(m.key); err != nil {
+					return err
+				}
+				dst, err := tx.Bucket(bkQueue).CreateBucketIfNotExists([]byte(m.to))
+				if err != nil {
+					return err
+				}
+				if err := appendSeq(dst, m.val); err != nil {
+					return err
+				}
+				d.add(peer, -1)
+				d.add(m.to, 1)
+			}
+			return nil
+		})
+		if err != nil { // s may still be written by the writer (ctx ended)
+			return taken{}, err
 		}
-		return inf.Delete([]byte(peer))
+	}
+	t := taken{lastSeq: s.lastSeq, entries: s.entries, moved: len(s.moves), dropped: len(s.drop)}
+	if len(t.entries) > 0 {
+		t.id = o.batchID.Add(1)
+	}
+	return t, nil
+}
+
+// ack deletes the entries of peer's queue up to lastSeq (a batch take
+// returned) once the peer acknowledged them.
+func (o *Outbox) ack(ctx context.Context, peer string, lastSeq uint64) (int, error) {
+	n := 0
+	err := o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+		n = 0
+		q := tx.Bucket(bkQueue).Bucket([]byte(peer))
+		if q == nil {
+			return nil
+		}
+		var keys [][]byte
+		c := q.Cursor()
+		for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) <= lastSeq; k, _ = c.Next() {
+			keys = append(keys, bytes.Clone(k))
+		}
+		for _, k := range keys {
+			if err := q.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(keys)
+		d.add(peer, -n)
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -493,25 +519,6 @@ func (o *Outbox) Passed(peer string, mark uint64) (bool, error) {
 		return false, fmt.Errorf("cluster: outbox passed %s: %w", peer, err)
 	}
 	return passed, nil
-}
-
-// inflightID returns the batch ID in flight for peer, if any.
-func (o *Outbox) inflightID(peer string) (uint64, bool) {
-	var id uint64
-	var ok bool
-	_ = o.db.View(func(tx *bolt.Tx) error {
-		id, _, ok = getInflight(tx.Bucket(bkInflight), peer)
-		return nil
-	})
-	return id, ok
-}
-
-func getInflight(b *bolt.Bucket, peer string) (id, lastSeq uint64, ok bool) {
-	v := b.Get([]byte(peer))
-	if len(v) != 16 {
-		return 0, 0, false
-	}
-	return binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:]), true
 }
 
 func appendSeq(q *bolt.Bucket, v []byte) error {

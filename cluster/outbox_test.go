@@ -46,7 +46,7 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tk.entries) != 20 || tk.resend || tk.moved != 20 || tk.id == 0 {
+	if len(tk.entries) != 20 || tk.moved != 20 || tk.id == 0 {
 		t.Fatalf("take: %d entries, moved %d, resend %v, id %d", len(tk.entries), tk.moved, tk.resend, tk.id)
 	}
 	for _, e := range tk.entries {
@@ -59,7 +59,8 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 	}
 	ob.Close()
 
-	// Reopen: counts and the in-flight batch survive; take again = same ID, same URLs.
+	// Reopen: counts survive, and the batch taken but not acked is still
+	// queued: taking again gives the same URLs first.
 	ob, err = OpenOutbox(OutboxConfig{Path: path, MaxURLs: 100, NoSync: true, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -68,24 +69,29 @@ func TestOutboxPutTakeAckReopen(t *testing.T) {
 	if got := ob.Pending(); got["b"] != 40 || got["c"] != 30 || got["d"] != 20 {
 		t.Fatalf("reopened: %v", got)
 	}
+	commits := ob.commits.Load()
 	tk2, err := ob.take(ctx, "b", 20, 1<<20, byURL(owner))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk2.id != tk.id || !tk2.resend || len(tk2.entries) != 20 || tk2.entries[0].URL != tk.entries[0].URL {
-		t.Fatalf("retake: id %d (want %d), resend %v, %d entries", tk2.id, tk.id, tk2.resend, len(tk2.entries))
+	if len(tk2.entries) != 20 || tk2.entries[0].URL != tk.entries[0].URL || tk2.lastSeq != tk.lastSeq || tk2.moved != 0 {
+		t.Fatalf("retake: %d entries from %s to seq %d, moved %d; want 20 from %s to %d",
+			len(tk2.entries), tk2.entries[0].URL, tk2.lastSeq, tk2.moved, tk.entries[0].URL, tk.lastSeq)
 	}
-	if n, err := ob.ack(ctx, "b", tk.id+1); err != nil || n != 0 {
-		t.Fatalf("stale ack deleted %d, %v", n, err)
+	if c := ob.commits.Load(); c != commits {
+		t.Fatalf("a take with nothing to re-file wrote %d transactions, want 0", c-commits)
 	}
-	if n, err := ob.ack(ctx, "b", tk.id); err != nil || n != 20 {
+	if n, err := ob.ack(ctx, "b", tk.lastSeq); err != nil || n != 20 {
 		t.Fatalf("ack deleted %d, %v", n, err)
 	}
+	if n, err := ob.ack(ctx, "b", tk.lastSeq); err != nil || n != 0 {
+		t.Fatalf("second ack of the same batch deleted %d, %v", n, err)
+	}
 	tk3, err := ob.take(ctx, "b", 100, 1<<20, byURL(owner))
-	if err != nil || tk3.id == tk.id || len(tk3.entries) != 10 || tk3.moved != 10 {
+	if err != nil || tk3.id == tk2.id || len(tk3.entries) != 10 || tk3.moved != 10 {
 		t.Fatalf("next take: id %d, %d entries, %v", tk3.id, len(tk3.entries), err)
 	}
-	if _, err := ob.ack(ctx, "b", tk3.id); err != nil {
+	if _, err := ob.ack(ctx, "b", tk3.lastSeq); err != nil {
 		t.Fatal(err)
 	}
 	dn, _ := ob.take(ctx, "c", 100, 1<<20, func(Entry) string { return "" })

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 	"os"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ import (
 // PHASECRAWL_BENCH_LEND=false runs the cluster without lending
 // (cluster.lend, on by default); PHASECRAWL_BENCH_PHASE and PHASECRAWL_BENCH_BATCH_DELAY
 // override the phase duration and cluster.batch_delay;
+// PHASECRAWL_BENCH_NODE_ENV="PHASECRAWL_FRONTIER_BATCH_DELAY=5ms ..." sets
+// any other setting of the nodes;
 // PHASECRAWL_BENCH_SERIES=1 logs the pages served per second.
 func BenchmarkCrawlDefaults(b *testing.B) {
 	var env []string
@@ -33,6 +36,10 @@ func BenchmarkCrawlDefaults(b *testing.B) {
 	if v := os.Getenv("PHASECRAWL_BENCH_BATCH_DELAY"); v != "" {
 		env = append(env, "PHASECRAWL_CLUSTER_BATCH_DELAY="+v)
 	}
+	// PHASECRAWL_BENCH_NODE_ENV passes more settings to the nodes, as
+	// space-separated PHASECRAWL_KEY=value pairs (the nodes' environment
+	// holds no other PHASECRAWL_ variable).
+	env = append(env, strings.Fields(os.Getenv("PHASECRAWL_BENCH_NODE_ENV"))...)
 	var phase time.Duration
 	if d, err := time.ParseDuration(os.Getenv("PHASECRAWL_BENCH_PHASE")); err == nil {
 		phase = d
