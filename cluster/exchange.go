@@ -74,7 +74,7 @@ type ExchangeConfig struct {
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
 	MinBatch         int           // URLs that are sent at once, without waiting MaxDelay; default 250, valid 1..MaxBatch
-	MaxDelay         time.Duration // max age before a partial batch is sent, default 300ms (config cluster.batch_delay), valid 1ms..1m
+	MaxDelay         time.Duration // max age before a partial batch is sent, default 10ms (config cluster.batch_delay), valid 1ms..1m
 	MaxFrame         int           // max frame payload, default 8 MiB, valid 1 MiB..64 MiB
 	DialTimeout      time.Duration // default 5s
 	HandshakeTimeout time.Duration // default 10s
@@ -89,7 +89,7 @@ type ExchangeConfig struct {
 // DefaultExchangeConfig returns the defaults (without the required fields).
 func DefaultExchangeConfig() ExchangeConfig {
 	return ExchangeConfig{
-		Listen: "0.0.0.0:7947", MaxBatch: 1000, MinBatch: 250, MaxDelay: 300 * time.Millisecond, MaxFrame: DefaultMaxFrame,
+		Listen: "0.0.0.0:7947", MaxBatch: 1000, MinBatch: 250, MaxDelay: 10 * time.Millisecond, MaxFrame: DefaultMaxFrame,
 		DialTimeout: 5 * time.Second, HandshakeTimeout: 10 * time.Second, AckTimeout: 60 * time.Second,
 		BackoffMin: 100 * time.Millisecond, BackoffMax: 10 * time.Second,
 	}

@@ -60,7 +60,7 @@ type NodeConfig struct {
 	// its new owner and waiting for the outbox to drain. Default 60s.
 	HandoffTimeout time.Duration
 	// BatchDelay is the exchange's MaxDelay: the longest a partial batch
-	// waits. 0: the exchange's default (DefaultExchangeConfig, 300ms).
+	// waits. 0: the exchange's default (DefaultExchangeConfig, 10ms).
 	BatchDelay time.Duration
 	// TakeoverAfter is how long the URLs owned by a member declared dead
 	// wait (Held) before this node crawls those that reach it; 0: at once.

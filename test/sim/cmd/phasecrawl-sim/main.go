@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/test/sim"
 )
 
@@ -33,10 +34,15 @@ func run(args []string) error {
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
 	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(1s, phase_duration/4))")
+	batchDelay := fs.Duration("batch-delay", 0, "cluster.batch_delay (0: the default, cluster.DefaultExchangeConfig)")
 	lend := fs.Bool("lend", true, "cluster.lend: owners lend the URLs waiting for their host's phase to the member working on it (--lend=false: each node fetches only the URLs it owns)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *batchDelay < 0 {
+		return fmt.Errorf("--batch-delay=%s: must be >= 0", *batchDelay)
+	}
+	exch := cluster.ExchangeConfig{MaxDelay: *batchDelay}
 	web, err := sim.NewWeb(sim.WebConfig{Hosts: *hosts, MeanPage: *mean, Zipf: *zipf}, *seed)
 	if err != nil {
 		return err
@@ -59,7 +65,7 @@ func run(args []string) error {
 			"fetched", r.Fetched, "lent", r.Lent, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
 		return r, nil
 	}
-	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard})
+	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch})
 	if err != nil {
 		return err
 	}
@@ -70,18 +76,18 @@ func run(args []string) error {
 			return fmt.Errorf("--nodes: %q: %w", f, err)
 		}
 		rep := sim.SizeReport{Nodes: n, Solo: solo.PerNodeRate()}
-		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend}); err != nil {
+		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend}); err != nil {
 			return err
 		}
 		stride := max(web.Pages()/1_000_000, 1)
 		rep.Own = sim.RingStats(web, n, stride)
 		if *scen {
-			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
 			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
-			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, NoLend: !*lend, Partition: p}); err != nil {
+			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Partition: p}); err != nil {
 				return err
 			}
 		}
@@ -91,7 +97,11 @@ func run(args []string) error {
 	if !*lend {
 		lending = "off"
 	}
-	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d, lending %s\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed, lending)
+	bd := *batchDelay
+	if bd == 0 {
+		bd = cluster.DefaultExchangeConfig().MaxDelay
+	}
+	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d, lending %s, batch delay %s\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed, lending, bd)
 	sim.Write(os.Stdout, reps)
 	return nil
 }
