@@ -610,7 +610,7 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 	c.update()
 	signal(c.rebKick) // settle for the first member set even if it is just us
 	c.repl.start()
-	c.wg.Go(func() { c.replicateLoop() })
+	c.wg.Go(c.replicateLoop)
 	c.wg.Go(func() { c.follow(ctx) })
 	c.wg.Go(func() { c.announceView(ctx) })
 	c.wg.Go(func() { c.watchPhases(ctx) })
