@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 	"os"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
