@@ -40,7 +40,27 @@ type demoSummary struct {
 	CrawlLog       string      `json:"crawl_log"`
 	Data           string      `json:"data"`
 	Nodes          []demoShare `json:"nodes,omitempty"` // with --nodes > 1
+	// LastHosts are the hosts whose last request came latest: what ended
+	// the crawl, and how long each sat idle waiting for its next URL.
+	LastHosts []demoHost `json:"last_hosts"`
 }
+
+// demoHost is one host's requests as the synthetic web saw them
+// (synthweb.IdleGaps), times in seconds from the crawl's start.
+type demoHost struct {
+	Host      string  `json:"host"`
+	Requests  int     `json:"requests"`
+	FirstS    float64 `json:"first_s"`
+	LastS     float64 `json:"last_s"`
+	BusyS     float64 `json:"busy_s"`      // the requests' time, summed
+	IdleS     float64 `json:"idle_s"`      // between a response and the next request, summed
+	LongGaps  int     `json:"long_gaps"`   // idle gaps of 50 ms or more
+	LongIdleS float64 `json:"long_idle_s"` // their sum
+	IdleP50MS float64 `json:"idle_p50_ms"` // the gaps' median
+}
+
+// demoLastHosts is how many hosts demoSummary.LastHosts gives.
+const demoLastHosts = 5
 
 // demoShare is one node's part of a cluster demo.
 type demoShare struct {
@@ -220,6 +240,15 @@ wait:
 		sum.WARC = append(sum.WARC, w...)
 	}
 	sort.Strings(sum.WARC)
+	lastHosts, lastStats := synthweb.LastHosts(web.Visits(), demoLastHosts)
+	sum.LastHosts = []demoHost{}
+	for i, h := range lastHosts {
+		g := lastStats[i]
+		sum.LastHosts = append(sum.LastHosts, demoHost{Host: h, Requests: g.Requests,
+			FirstS: g.First.Sub(start).Seconds(), LastS: g.Last.Sub(start).Seconds(),
+			BusyS: g.Busy.Seconds(), IdleS: g.Idle.Seconds(), LongGaps: g.Long, LongIdleS: g.LongIdle.Seconds(),
+			IdleP50MS: float64(g.P50) / float64(time.Millisecond)})
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -237,6 +266,10 @@ wait:
 		fmt.Fprintf(stdout, "violations           %d\n", len(sum.Violations))
 		for _, v := range sum.Violations {
 			fmt.Fprintf(stdout, "  %s\n", v)
+		}
+		fmt.Fprintf(stdout, "last hosts           (requests, first and last request from the start, idle between requests: all, and in gaps of 50 ms or more)\n")
+		for _, h := range sum.LastHosts {
+			fmt.Fprintf(stdout, "  %-22s %5d  %5.1fs..%5.1fs  idle %5.1fs, %4d gaps of 50ms+ %5.1fs\n", h.Host, h.Requests, h.FirstS, h.LastS, h.IdleS, h.LongGaps, h.LongIdleS)
 		}
 		fmt.Fprintf(stdout, "WARC                 %v\n", sum.WARC)
 		fmt.Fprintf(stdout, "crawl log            %s\n", sum.CrawlLog)

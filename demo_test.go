@@ -30,6 +30,17 @@ func TestDemoCluster(t *testing.T) {
 	if sum.MaxConcurrency != 1 || sum.MinGapMS < 4 {
 		t.Errorf("per-host concurrency %d, min gap %.1fms", sum.MaxConcurrency, sum.MinGapMS)
 	}
+	// The hosts that ended the crawl: latest first, each request counted,
+	// its idle time between requests at least the delay (5 ms) each.
+	if len(sum.LastHosts) != demoLastHosts {
+		t.Fatalf("last hosts: %+v, want %d", sum.LastHosts, demoLastHosts)
+	}
+	for i, h := range sum.LastHosts {
+		if h.Requests < 1 || h.FirstS > h.LastS || h.LastS > sum.Seconds || h.LongIdleS > h.IdleS ||
+			h.IdleS < 0.004*float64(h.Requests-1) || (i > 0 && h.LastS > sum.LastHosts[i-1].LastS) {
+			t.Errorf("last host %d: %+v (crawl %.2fs)", i, h, sum.Seconds)
+		}
+	}
 	for _, v := range sum.Violations {
 		if !strings.HasPrefix(v, "duplicate") && !strings.Contains(v, "duplicate fetches") {
 			t.Errorf("violation: %s", v) // a duplicate may happen when a request outlives a phase under -race

@@ -195,33 +195,13 @@ func logSeries(b *testing.B, webAddr string, start time.Time) {
 
 // idleGaps describes the time a host's connection sat idle between one
 // response and the next request: the gaps' median and 90th percentile,
-// and their sum against the host's busy time.
+// and their sum against the host's busy time (synthweb.IdleGaps).
 func idleGaps(vs []synthweb.Visit) string {
 	if len(vs) < 2 {
 		return "no gaps"
 	}
-	vs = slices.Clone(vs)
-	slices.SortFunc(vs, func(a, b synthweb.Visit) int { return a.Start.Compare(b.Start) })
-	var gaps []time.Duration
-	var idle, busy time.Duration
-	for i, v := range vs {
-		busy += v.End.Sub(v.Start)
-		if i > 0 {
-			g := max(v.Start.Sub(vs[i-1].End), 0)
-			gaps = append(gaps, g)
-			idle += g
-		}
-	}
-	slices.Sort(gaps)
-	var long time.Duration
-	nlong := 0
-	for _, g := range gaps {
-		if g >= 50*time.Millisecond {
-			long += g
-			nlong++
-		}
-	}
+	g := synthweb.IdleGaps(vs)
 	return fmt.Sprintf("idle gaps p50 %s p90 %s, idle %s (%d gaps of 50ms or more: %s) against busy %s",
-		gaps[len(gaps)/2].Round(10*time.Microsecond), gaps[len(gaps)*9/10].Round(10*time.Microsecond),
-		idle.Round(time.Millisecond), nlong, long.Round(time.Millisecond), busy.Round(time.Millisecond))
+		g.P50.Round(10*time.Microsecond), g.P90.Round(10*time.Microsecond),
+		g.Idle.Round(time.Millisecond), g.Long, g.LongIdle.Round(time.Millisecond), g.Busy.Round(time.Millisecond))
 }
