@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -159,25 +158,10 @@ func logSeries(b *testing.B, webAddr string, start time.Time) {
 		return
 	}
 	per := map[int]int{}
-	type hl struct {
-		host  string
-		n     int
-		first time.Time
-		last  time.Time
-	}
-	var hosts []hl
-	for h, vs := range visits {
-		x := hl{host: h, n: len(vs)}
+	for _, vs := range visits {
 		for _, v := range vs {
 			per[int(v.Start.Sub(start).Seconds())]++
-			if x.first.IsZero() || v.Start.Before(x.first) {
-				x.first = v.Start
-			}
-			if v.Start.After(x.last) {
-				x.last = v.Start
-			}
 		}
-		hosts = append(hosts, x)
 	}
 	line := ""
 	for i := 0; i < 60; i++ {
@@ -186,21 +170,20 @@ func logSeries(b *testing.B, webAddr string, start time.Time) {
 		}
 	}
 	b.Log("pages per second:" + line)
-	slices.SortFunc(hosts, func(a, b hl) int { return b.last.Compare(a.last) })
-	for _, x := range hosts[:min(8, len(hosts))] {
-		b.Logf("host %s: %d requests, first %.1fs, last %.1fs; %s", x.host, x.n, x.first.Sub(start).Seconds(),
-			x.last.Sub(start).Seconds(), idleGaps(visits[x.host]))
+	hosts, stats := synthweb.LastHosts(visits, 8)
+	for i, h := range hosts {
+		b.Logf("host %s: %d requests, first %.1fs, last %.1fs; %s", h, stats[i].Requests, stats[i].First.Sub(start).Seconds(),
+			stats[i].Last.Sub(start).Seconds(), idleGaps(stats[i]))
 	}
 }
 
 // idleGaps describes the time a host's connection sat idle between one
 // response and the next request: the gaps' median and 90th percentile,
 // and their sum against the host's busy time (synthweb.IdleGaps).
-func idleGaps(vs []synthweb.Visit) string {
-	if len(vs) < 2 {
+func idleGaps(g synthweb.GapStats) string {
+	if g.Requests < 2 {
 		return "no gaps"
 	}
-	g := synthweb.IdleGaps(vs)
 	return fmt.Sprintf("idle gaps p50 %s p90 %s, idle %s (%d gaps of 50ms or more: %s) against busy %s",
 		g.P50.Round(10*time.Microsecond), g.P90.Round(10*time.Microsecond),
 		g.Idle.Round(time.Millisecond), g.Long, g.LongIdle.Round(time.Millisecond), g.Busy.Round(time.Millisecond))
