@@ -360,8 +360,9 @@ type queueMove struct {
 
 // scan reads up to max entries (maxBytes encoded) of queue q that ownerOf
 // keeps for peer, and the entries before the last of them that it re-files
-// or drops; at most 4*max entries are examined.
-func (o *Outbox) scan(q *bolt.Bucket, peer string, max, maxBytes int, ownerOf func(Entry) string) queueScan {
+// or drops; at most 4*max entries are examined. dropping: the caller
+// drops what it finds undecodable, and scan logs each.
+func (o *Outbox) scan(q *bolt.Bucket, peer string, max, maxBytes int, ownerOf func(Entry) string, dropping bool) queueScan {
 	var s queueScan
 	size, visited := 0, 0
 	c := q.Cursor()
@@ -369,7 +370,9 @@ func (o *Outbox) scan(q *bolt.Bucket, peer string, max, maxBytes int, ownerOf fu
 		visited++
 		e, err := decodeEntry(v)
 		if err != nil {
-			o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
+			if dropping {
+				o.log.Error("dropping undecodable outbox entry", "peer", peer, "err", err)
+			}
 			s.drop = append(s.drop, bytes.Clone(k))
 			continue
 		}
@@ -407,7 +410,7 @@ func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, owner
 	var s queueScan
 	err := o.db.View(func(tx *bolt.Tx) error {
 		if q := tx.Bucket(bkQueue).Bucket([]byte(peer)); q != nil {
-			s = o.scan(q, peer, max, maxBytes, ownerOf)
+			s = o.scan(q, peer, max, maxBytes, ownerOf, false)
 		}
 		return nil
 	})
@@ -421,7 +424,7 @@ func (o *Outbox) take(ctx context.Context, peer string, max, maxBytes int, owner
 			if q == nil {
 				return nil
 			}
-			s = o.scan(q, peer, max, maxBytes, ownerOf)
+			s = o.scan(q, peer, max, maxBytes, ownerOf, true)
 			for _, k := range s.drop {
 				if err := q.Delete(k); err != nil {
 					return err
