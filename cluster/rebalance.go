@@ -213,6 +213,10 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 	return m, nil
 }
 
+// rebalanceStallLog is how long a rebalance runs before it logs what it
+// still waits for.
+const rebalanceStallLog = 30 * time.Second
+
 // rebalanceLoop runs a rebalance after each change of the ring.
 func (c *Cluster) rebalanceLoop(ctx context.Context) {
 	for {
@@ -257,6 +261,16 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		c.log.Info(msg, append([]any{"members", ring.Members(), "urls_moved", tot.urls, "fingerprints_moved", tot.fps,
 			"duration", time.Since(start).Round(time.Millisecond)}, kv...)...)
 	}
+	// A rebalance that takes long says once what it waits for.
+	warned := false
+	stalled := func(what string, kv ...any) {
+		if warned || time.Since(start) < rebalanceStallLog {
+			return
+		}
+		warned = true
+		c.log.Warn("rebalance still waiting", append([]any{"for", what, "members", ring.Members(),
+			"duration", time.Since(start).Round(time.Millisecond), "outbox", c.outbox.Pending()}, kv...)...)
+	}
 	for pass := 1; ; pass++ {
 		m, err := c.moveAway(ctx, ring, marks, true)
 		tot.add(m)
@@ -274,6 +288,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		if m.kept == 0 {
 			break
 		}
+		stalled("records being fetched or in the phase being crawled", "kept", m.kept, "pass", pass)
 		// What is left is being fetched, or in the phase being crawled:
 		// try again once the phase changed.
 		wait := 200 * time.Millisecond
@@ -307,6 +322,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 			if ok {
 				break
 			}
+			stalled("the outbox to deliver the moved records", "peer", peer, "mark", mark)
 			if !sleepCtx(ctx, 50*time.Millisecond) || superseded() {
 				logDone("rebalance interrupted by a membership change")
 				return
@@ -320,6 +336,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		// so not before the members away came back or were taken over.
 		c.log.Info("rebalance: waiting for the members away before settling", "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
 		for c.Away() > 0 {
+			stalled("the members away", "away", c.Away())
 			if !sleepCtx(ctx, 50*time.Millisecond) || superseded() {
 				logDone("rebalance interrupted by a membership change")
 				return

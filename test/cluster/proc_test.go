@@ -236,7 +236,7 @@ func (c *procCluster) killAll() {
 	if c.t.Failed() {
 		for _, p := range procs {
 			c.t.Logf("---- log of %s: membership and rebalance, last lines ----\n%s\n%s", p.name, p.grep(
-				"member joined", "member left", "membership changed", "rebalance done", "rebalance interrupted",
+				"member joined", "member left", "membership changed", "rebalance done", "rebalance interrupted", "rebalance still waiting", "rebalance: waiting",
 				"joined: ", "join timeout", "leave hand-off done", "left cluster"), p.tail(10))
 		}
 	}
@@ -299,14 +299,19 @@ func apis(ps []*proc) []string {
 func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
 	t.Helper()
 	seen := 0
-	harness.WaitUntil(t, timeout, "crawl done on every node", func() bool {
-		if crawlDone(ps) {
+	deadline := time.Now().Add(timeout)
+	for seen < 3 {
+		why := harness.NotDone(apis(ps))
+		if len(why) == 0 {
 			seen++
 		} else {
 			seen = 0
 		}
-		return seen >= 3
-	})
+		if seen == 0 && time.Now().After(deadline) {
+			t.Fatalf("timeout (%s): crawl done on every node; not done:\n%s", timeout, strings.Join(why, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // clusterWeb starts the synthetic web of the cluster tests in a process of

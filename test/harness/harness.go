@@ -202,19 +202,28 @@ func Formed(apis []string) bool {
 }
 
 // CrawlDone reports whether every node is done with an empty outbox.
-func CrawlDone(apis []string) bool {
+func CrawlDone(apis []string) bool { return len(NotDone(apis)) == 0 }
+
+// NotDone says, for each node that is not done or whose outbox is not
+// empty, why: its status error, or its frontier, bucket, outbox and phase.
+func NotDone(apis []string) []string {
+	var out []string
 	for _, api := range apis {
 		st, err := Status(api)
-		if err != nil || !st.Done {
-			return false
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: status: %v", api, err))
+			continue
 		}
+		waiting := 0
 		for _, n := range st.Outbox {
-			if n > 0 {
-				return false
-			}
+			waiting += n
+		}
+		if !st.Done || waiting > 0 {
+			out = append(out, fmt.Sprintf("%s (%s): done=%v frontier=%+v bucket=%+v outbox=%v phase=%+v",
+				st.Node, api, st.Done, st.Frontier, st.Bucket, st.Outbox, st.Phase))
 		}
 	}
-	return true
+	return out
 }
 
 // PagesFetched sums pages_fetched over the nodes (a status that fails
