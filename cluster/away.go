@@ -76,6 +76,28 @@ func (c *Cluster) Held(fp uint64) bool {
 	return c.away.Load().held(fp, now)
 }
 
+// over returns the members of a whose wait ended by now: away in a, not
+// in next (the view that replaces it), and not back among the owners.
+func (a *away) over(next *away, owners []string, now time.Time) []string {
+	if a == nil {
+		return nil
+	}
+	var out []string
+	for name, until := range a.until {
+		if now.Before(until) || slices.Contains(owners, name) {
+			continue
+		}
+		if next != nil {
+			if _, ok := next.until[name]; ok {
+				continue
+			}
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (a *away) held(fp uint64, now time.Time) bool {
 	if a == nil {
 		return false

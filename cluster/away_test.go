@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -60,6 +61,46 @@ func TestAwayHeld(t *testing.T) {
 			}
 			if a != nil && a.held(1, now.Add(time.Hour)) {
 				t.Error("still held after takeover_after")
+			}
+		})
+	}
+}
+
+// TestAwayOver: a member's wait is over when its takeover time passed and
+// the next view no longer holds it, whatever event computed that view; not
+// while its wait runs, and not when it came back.
+func TestAwayOver(t *testing.T) {
+	now := time.Now()
+	view := func(until map[string]time.Duration) *away {
+		if until == nil {
+			return nil
+		}
+		a := &away{until: map[string]time.Time{}}
+		for n, d := range until {
+			a.until[n] = now.Add(d)
+		}
+		return a
+	}
+	cases := []struct {
+		name       string
+		prev, next map[string]time.Duration
+		owners     []string
+		want       []string
+	}{
+		{"none away", nil, nil, []string{"a", "b"}, nil},
+		{"wait ended", map[string]time.Duration{"c": -time.Millisecond}, nil, []string{"a", "b"}, []string{"c"}},
+		{"wait ended exactly now", map[string]time.Duration{"c": 0}, nil, []string{"a", "b"}, []string{"c"}},
+		{"still waiting", map[string]time.Duration{"c": time.Second}, map[string]time.Duration{"c": time.Second}, []string{"a", "b"}, nil},
+		{"came back", map[string]time.Duration{"c": -time.Second}, nil, []string{"a", "b", "c"}, nil},
+		{"gone before its wait ended", map[string]time.Duration{"c": time.Second}, nil, []string{"a", "b"}, nil},
+		{"one of two", map[string]time.Duration{"c": -time.Second, "d": time.Minute}, map[string]time.Duration{"d": time.Minute}, []string{"a"}, []string{"c"}},
+		{"two at once", map[string]time.Duration{"d": -time.Second, "c": -time.Second}, nil, []string{"a"}, []string{"c", "d"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := view(tc.prev).over(view(tc.next), tc.owners, now)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("over = %v, want %v", got, tc.want)
 			}
 		})
 	}

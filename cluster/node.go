@@ -655,12 +655,9 @@ func (c *Cluster) follow(ctx context.Context) {
 			stop()
 			c.update()
 		case <-expire:
-			// A member's wait ended: its share is crawled here from now.
+			// A member's wait ended: its share is crawled here from now
+			// (update logs it).
 			c.update()
-			c.log.Info("members away too long: crawling their share", "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
-			if c.cfg.Wake != nil {
-				c.cfg.Wake()
-			}
 		}
 	}
 }
@@ -745,7 +742,18 @@ func (c *Cluster) update() {
 		}
 	}
 	c.known.Store(&known)
-	c.away.Store(c.computeAway(owners, time.Now()))
+	now := time.Now()
+	prevAway := c.away.Load()
+	c.away.Store(c.computeAway(owners, now))
+	if over := prevAway.over(c.away.Load(), owners, now); len(over) > 0 {
+		// Whichever event brought this update (the takeover timer, or
+		// another that came at the same moment), the wait of these
+		// members ended: their URLs are crawled here now.
+		c.log.Info("members away too long: crawling their share", "members", over, "away", c.Away(), "takeover_after", c.cfg.TakeoverAfter)
+		if c.cfg.Wake != nil {
+			c.cfg.Wake()
+		}
+	}
 	ring := NewRing(owners)
 	ring.id = RingHash(procs)
 	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
