@@ -27,6 +27,16 @@ type Receiver interface {
 	Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error)
 }
 
+// Lender stores the new URLs a peer sent and lends some of them back to
+// it (cluster.lend: the peer works on their hosts' phase now).
+type Lender interface {
+	// ReceiveNew stores urls (KindNew) sent by peer as Receiver.Receive
+	// does, and returns how many were new and the KindLend entries lent
+	// back to peer, at most maxBytes of them encoded. A URL is marked lent
+	// before it is stored, so this node never fetches it meanwhile.
+	ReceiveNew(ctx context.Context, peer string, urls []frontier.NewURL, maxBytes int) (added int, lent []frontier.NewURL, err error)
+}
+
 // URLStore stores URLs with dedup (*frontier.Frontier is one): Add the
 // URLs to crawl, AddDone the COMPLETED records, which are not crawled
 // again. Both return how many were new once they are durable.
@@ -71,6 +81,12 @@ type ExchangeConfig struct {
 	// for peer should now go to ("" keeps it there). Default: OwnerOf.
 	OutcomeOf func(peer string, u frontier.NewURL) string
 	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
+	// Lender, when set, stores the new URLs (KindNew) of each batch
+	// received, in place of Local, and chooses which of them to lend back
+	// to the batch's sender at once: the ack carries them. A sender passes
+	// the URLs an ack lends it to its Local as KindLend. Default nil: new
+	// URLs go to Local and acks lend nothing.
+	Lender Lender
 
 	MaxBatch         int           // URLs per batch, default 1000, valid 1..100000
 	MinBatch         int           // URLs that are sent at once, without waiting MaxDelay; default 250, valid 1..MaxBatch
@@ -153,6 +169,8 @@ type ExchangeStats struct {
 	URLsAdded       uint64 // received URLs that were new here
 	URLsLocal       uint64 // queued URLs whose owner became this node, added locally
 	URLsRerouted    uint64 // queued URLs re-filed under a new owner at send time
+	URLsLentBack    uint64 // received new URLs lent back to their sender in the ack (phasecrawl_urls_lent_back_total)
+	URLsLentInAcks  uint64 // URLs peers lent this node in their acks
 	BatchesSent     uint64 // batch messages written, resends included
 	BatchesResent   uint64 // of those, resends of a batch not acked before
 	BatchesReceived uint64
@@ -167,6 +185,7 @@ type ExchangeStats struct {
 
 type exStats struct {
 	urlsForwarded, urlsReceived, urlsAdded, urlsLocal, urlsRerouted  atomic.Uint64
+	urlsLentBack, urlsLentInAcks                                     atomic.Uint64
 	replicasSent                                                     atomic.Uint64
 	batchesSent, batchesResent, batchesReceived, acksSent, acksRecvd atomic.Uint64
 	nacks, dials, dialErrors, handshakeErrors, badFrames             atomic.Uint64
@@ -222,7 +241,7 @@ func (x *Exchange) Stats() ExchangeStats {
 	s := &x.st
 	return ExchangeStats{
 		URLsForwarded: s.urlsForwarded.Load(), ReplicasSent: s.replicasSent.Load(), URLsReceived: s.urlsReceived.Load(), URLsAdded: s.urlsAdded.Load(),
-		URLsLocal: s.urlsLocal.Load(), URLsRerouted: s.urlsRerouted.Load(),
+		URLsLocal: s.urlsLocal.Load(), URLsRerouted: s.urlsRerouted.Load(), URLsLentBack: s.urlsLentBack.Load(), URLsLentInAcks: s.urlsLentInAcks.Load(),
 		BatchesSent: s.batchesSent.Load(), BatchesResent: s.batchesResent.Load(), BatchesReceived: s.batchesReceived.Load(),
 		AcksSent: s.acksSent.Load(), AcksReceived: s.acksRecvd.Load(), Nacks: s.nacks.Load(),
 		Dials: s.dials.Load(), DialErrors: s.dialErrors.Load(), HandshakeErrors: s.handshakeErrors.Load(), BadFrames: s.badFrames.Load(),
@@ -299,7 +318,11 @@ func (x *Exchange) storeLocal(ctx context.Context, kind Kind, urls []frontier.Ne
 // sender, which waits for the ack, one commit rather than one per kind).
 // Entries of one batch may be stored in any order, as those of batches
 // from different members are.
-func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
+//
+// from is the member that sent them ("" when they are this node's own):
+// with a Lender, the new URLs it sent are stored by the Lender, and lent
+// are those it lends back to from.
+func (x *Exchange) storeEntries(ctx context.Context, from string, es []Entry) (added int, lent []frontier.NewURL, err error) {
 	var byKind [maxKind + 1][]frontier.NewURL
 	for _, e := range es {
 		byKind[e.Kind] = append(byKind[e.Kind], e.NewURL)
@@ -309,9 +332,17 @@ func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
 		n, err := x.storeLocal(ctx, k, byKind[k])
 		total += n
 		if err != nil {
-			return total, err
+			return total, nil, err
 		}
 		byKind[k] = nil
+	}
+	store := func(k Kind) (int, error) {
+		if k == KindNew && from != "" && x.cfg.Lender != nil {
+			n, l, err := x.cfg.Lender.ReceiveNew(ctx, from, byKind[k], x.cfg.MaxFrame/2)
+			lent = l
+			return n, err
+		}
+		return x.storeLocal(ctx, k, byKind[k])
 	}
 	var rest []Kind
 	for k, us := range byKind {
@@ -320,8 +351,8 @@ func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
 		}
 	}
 	if len(rest) == 1 {
-		n, err := x.storeLocal(ctx, rest[0], byKind[rest[0]])
-		return total + n, err
+		n, err := store(rest[0])
+		return total + n, lent, err
 	}
 	var (
 		wg   sync.WaitGroup
@@ -329,13 +360,13 @@ func (x *Exchange) storeEntries(ctx context.Context, es []Entry) (int, error) {
 		errs [maxKind + 1]error
 	)
 	for _, k := range rest {
-		wg.Go(func() { ns[k], errs[k] = x.storeLocal(ctx, k, byKind[k]) })
+		wg.Go(func() { ns[k], errs[k] = store(k) })
 	}
 	wg.Wait()
 	for _, k := range rest {
 		total += ns[k]
 	}
-	return total, errors.Join(errs[:]...)
+	return total, lent, errors.Join(errs[:]...)
 }
 
 // Kick tells the senders that the membership changed: each re-checks the
@@ -463,7 +494,7 @@ func (x *Exchange) serve(c net.Conn) {
 			x.cfg.onBatch(xc.peer, b)
 		}
 		a := ack{ID: b.ID}
-		added, err := x.storeEntries(x.ctx, b.Entries)
+		added, lent, err := x.storeEntries(x.ctx, xc.peer, b.Entries)
 		if err != nil {
 			if x.ctx.Err() != nil {
 				return // shutting down: no ack, the sender resends
@@ -477,7 +508,13 @@ func (x *Exchange) serve(c net.Conn) {
 		} else {
 			a.Added = uint64(added)
 			x.st.urlsAdded.Add(uint64(added))
+			for _, u := range lent {
+				a.Lent = append(a.Lent, Entry{Kind: KindLend, NewURL: u})
+			}
+			x.st.urlsLentBack.Add(uint64(len(lent)))
 		}
+		// A nack lends nothing: what was marked lent for it holds until the
+		// lend runs out, and is then fetched or lent again.
 		if err := xc.writeFrame(encodeAck(a)); err != nil {
 			return
 		}
@@ -587,7 +624,13 @@ func (s *sender) run() {
 			continue
 		}
 		t.resend = unacked
-		if err := s.deliver(t); err != nil {
+		lent, err := s.deliver(t)
+		if len(lent) > 0 {
+			// The peer marked them lent to this node: take them now,
+			// whatever happens to the ack's bookkeeping below.
+			x.takeLent(lent)
+		}
+		if err != nil {
 			if x.ctx.Err() != nil {
 				return
 			}
@@ -676,20 +719,21 @@ func (s *sender) failed(what string, err error) {
 	}
 }
 
-// deliver sends one batch and waits for its ack (or stores it locally).
-func (s *sender) deliver(t taken) error {
+// deliver sends one batch and waits for its ack (or stores it locally); it
+// returns the URLs the ack lends this node.
+func (s *sender) deliver(t taken) ([]Entry, error) {
 	x := s.x
 	if s.peer == x.cfg.Name {
-		if _, err := x.storeEntries(x.ctx, t.entries); err != nil {
-			return err
+		if _, _, err := x.storeEntries(x.ctx, "", t.entries); err != nil {
+			return nil, err
 		}
 		x.st.urlsLocal.Add(uint64(len(t.entries)))
-		return nil
+		return nil, nil
 	}
 	addr, ok := x.cfg.AddrOf(s.peer)
 	if !ok || addr == "" {
 		x.st.dialErrors.Add(1)
-		return fmt.Errorf("cluster: peer %s: no exchange address (not alive?)", s.peer)
+		return nil, fmt.Errorf("cluster: peer %s: no exchange address (not alive?)", s.peer)
 	}
 	if s.conn != nil && s.addr != addr {
 		s.closeConn()
@@ -697,23 +741,36 @@ func (s *sender) deliver(t taken) error {
 	if s.conn == nil {
 		if err := s.dial(addr); err != nil {
 			x.st.dialErrors.Add(1)
-			return err
+			return nil, err
 		}
 	}
-	err := s.roundTrip(t)
+	lent, err := s.roundTrip(t)
 	if err != nil && !errors.Is(err, errNack) {
 		x.st.dialErrors.Add(1)
 		s.closeConn()
 	}
-	return err
+	return lent, err
+}
+
+// takeLent passes the URLs a peer lent this node in an ack to Local, as
+// a batch of KindLend entries would be.
+func (x *Exchange) takeLent(lent []Entry) {
+	urls := make([]frontier.NewURL, len(lent))
+	for i, e := range lent {
+		urls[i] = e.NewURL
+	}
+	x.st.urlsLentInAcks.Add(uint64(len(urls)))
+	if _, err := x.storeLocal(x.ctx, KindLend, urls); err != nil && x.ctx.Err() == nil {
+		x.log.Warn("exchange: take URLs lent in an ack", "urls", len(urls), "err", err)
+	}
 }
 
 var errNack = errors.New("peer could not store the batch")
 
-func (s *sender) roundTrip(t taken) error {
+func (s *sender) roundTrip(t taken) ([]Entry, error) {
 	x := s.x
 	if err := s.conn.writeFrame(EncodeBatch(Batch{ID: t.id, Entries: t.entries})); err != nil {
-		return err
+		return nil, err
 	}
 	x.st.batchesSent.Add(1)
 	if t.resend {
@@ -722,19 +779,19 @@ func (s *sender) roundTrip(t taken) error {
 	_ = s.conn.c.SetReadDeadline(time.Now().Add(x.cfg.AckTimeout))
 	p, err := s.conn.readFrame()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a, err := decodeAck(p)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if a.ID != t.id {
-		return fmt.Errorf("cluster: peer %s acked batch %d, want %d", s.peer, a.ID, t.id)
+		return nil, fmt.Errorf("cluster: peer %s acked batch %d, want %d", s.peer, a.ID, t.id)
 	}
 	x.st.acksRecvd.Add(1)
 	if a.Status != 0 {
 		x.st.nacks.Add(1)
-		return fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
+		return a.Lent, fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
 	}
 	repl := 0
 	for _, e := range t.entries {
@@ -744,7 +801,7 @@ func (s *sender) roundTrip(t taken) error {
 	}
 	x.st.urlsForwarded.Add(uint64(len(t.entries) - repl))
 	x.st.replicasSent.Add(uint64(repl))
-	return nil
+	return a.Lent, nil
 }
 
 func (s *sender) dial(addr string) error {

@@ -86,12 +86,15 @@ const (
 )
 
 // ack answers a batch. Status 0 = stored (Added new); otherwise the receiver
-// could not store it (Msg says why) and the sender retries later.
+// could not store it (Msg says why) and the sender retries later. Lent are
+// new URLs of the batch that the receiver, their owner, lends back to the
+// sender at once (KindLend entries, ExchangeConfig.Lender).
 type ack struct {
 	ID     uint64
 	Added  uint64
 	Status uint64
 	Msg    string
+	Lent   []Entry
 }
 
 var errTrunc = errors.New("truncated")
@@ -318,7 +321,12 @@ func encodeAck(a ack) []byte {
 	b = binary.AppendUvarint(b, a.Added)
 	b = binary.AppendUvarint(b, a.Status)
 	b = binary.AppendUvarint(b, uint64(len(a.Msg)))
-	return append(b, a.Msg...)
+	b = append(b, a.Msg...)
+	b = binary.AppendUvarint(b, uint64(len(a.Lent)))
+	for _, e := range a.Lent {
+		b = appendEntry(b, e)
+	}
+	return b
 }
 
 func decodeAck(p []byte) (ack, error) {
@@ -327,6 +335,21 @@ func decodeAck(p []byte) (ack, error) {
 		return ack{}, fmt.Errorf("cluster: decode ack: message type %d, want %d", t, msgAck)
 	}
 	a := ack{ID: d.uvarint(), Added: d.uvarint(), Status: d.uvarint(), Msg: d.str(4096)}
+	n := d.uvarint()
+	// Each entry takes at least 4 bytes: bound the allocation by the input.
+	if d.err == nil && n > uint64(len(d.b)/4) {
+		d.err = fmt.Errorf("count %d does not fit in %d bytes", n, len(d.b))
+	}
+	if d.err == nil && n > 0 {
+		a.Lent = make([]Entry, 0, n)
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			e := d.entry()
+			if d.err == nil && e.Kind != KindLend {
+				d.err = fmt.Errorf("lent entry of kind %d, want %d (lend)", e.Kind, KindLend)
+			}
+			a.Lent = append(a.Lent, e)
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
 	}

@@ -56,12 +56,30 @@ func TestBatchCodec(t *testing.T) {
 			}
 		})
 	}
-	a := ack{ID: 3, Added: 900, Status: 1, Msg: "disk full"}
-	if got, err := decodeAck(encodeAck(a)); err != nil || got != a {
-		t.Fatalf("ack: %+v %v", got, err)
+	for _, a := range []ack{
+		{ID: 3, Added: 900, Status: 1, Msg: "disk full"},
+		{ID: 4, Added: 2, Lent: []Entry{
+			{Kind: KindLend, NewURL: frontier.NewURL{URL: "http://a.test/x", Host: lendHost("a.test", 12, 0, "b"), Depth: 3, Redirects: 1}},
+			{Kind: KindLend, NewURL: frontier.NewURL{URL: "http://a.test/y", Host: lendHost("a.test", 12, 0, "b")}},
+		}},
+	} {
+		if got, err := decodeAck(encodeAck(a)); err != nil || !reflect.DeepEqual(got, a) {
+			t.Fatalf("ack: %+v %v, want %+v", got, err, a)
+		}
 	}
-	if _, err := decodeAck([]byte{msgAck, 1}); err == nil {
-		t.Fatal("short ack decoded")
+	for _, tc := range []struct {
+		name string
+		p    []byte
+		want string
+	}{
+		{"short", []byte{msgAck, 1}, "decode ack"},
+		{"lent count past the end", []byte{msgAck, 1, 0, 0, 0, 0xff, 0x01}, "does not fit"},
+		{"lent entry not a lend", encodeAck(ack{ID: 1, Lent: []Entry{{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a/", Host: "a"}}}}), "want 6 (lend)"},
+		{"trailing", append(encodeAck(ack{ID: 1}), 0), "trailing"},
+	} {
+		if _, err := decodeAck(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 

@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// Wire protocol of the exchange, version PCX2 (one TCP connection per
+// Wire protocol of the exchange, version PCX3 (one TCP connection per
 // sender->receiver pair; docs/design/exchange-security.md has the rationale):
 //
-//	hello      C->S  "PCX2" | nonceC[32]
-//	           S->C  "PCX2" | nonceS[32] | Seal(hsS2C, 0, name(S))      AD = C->S hello | "PCX2" | nonceS
+//	hello      C->S  "PCX3" | nonceC[32]
+//	           S->C  "PCX3" | nonceS[32] | Seal(hsS2C, 0, name(S))      AD = C->S hello | "PCX3" | nonceS
 //	           C->S  Seal(hsC2S, 0, name(C))                            AD = every byte so far
 //	           S->C  Seal(hsS2C, 1, 0x01 accepted)                      AD = every byte so far
 //	frames     uint32 BE len(ct) | ct = Seal(k, seq, payload)           AD = the 4 length bytes
@@ -32,7 +32,7 @@ import (
 // show. Keys, from the cluster key K (--cluster-key-file) and both fresh
 // crypto/rand nonces, by HKDF-SHA256:
 //
-//	prk   = HKDF-Extract(salt = "PCX2" | nonceC | nonceS, secret = K)
+//	prk   = HKDF-Extract(salt = "PCX3" | nonceC | nonceS, secret = K)
 //	hsC2S = HKDF-Expand(prk, "pcx2 handshake c2s"), hsS2C likewise "... s2c"
 //	kC2S  = HKDF-Expand(prk, "pcx2 frames c2s" | SHA-256(handshake bytes)), kS2C likewise
 //
@@ -51,7 +51,9 @@ import (
 // (exchange_tls.go): the cluster key and the certificates are both needed.
 
 const (
-	hsMagic = "PCX2"
+	// hsMagic names the protocol. PCX3 is PCX2 with URLs lent back in a
+	// batch's ack (ack.Lent); a PCX2 peer is refused with a clear error.
+	hsMagic = "PCX3"
 	// hsOldMagic is the first protocol, whose frames were authenticated
 	// but not encrypted: a peer speaking it is refused with a clear error.
 	hsOldMagic  = "PCX1"

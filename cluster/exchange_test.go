@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -661,5 +662,123 @@ func TestExchangeBatchPacing(t *testing.T) {
 	waitFor(t, 10*time.Second, "MinBatch URLs", func() bool { return b.ins.distinct() == 11 })
 	if st := x.Stats(); st.BatchesSent != 2 {
 		t.Fatalf("%d batches sent, want 2", st.BatchesSent)
+	}
+}
+
+// lendEvery is a Lender that stores into ins and lends back to the sender
+// every URL whose index in its batch is a multiple of every.
+type lendEvery struct {
+	ins   *fakeInserter
+	every int
+	mu    sync.Mutex
+	peers map[string]int // URLs received per sender
+	lent  map[string]bool
+}
+
+func (l *lendEvery) ReceiveNew(ctx context.Context, peer string, urls []frontier.NewURL, maxBytes int) (int, []frontier.NewURL, error) {
+	n, err := l.ins.Add(ctx, urls)
+	if err != nil {
+		return n, nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.peers[peer] += len(urls)
+	var lent []frontier.NewURL
+	for i, u := range urls {
+		if i%l.every == 0 && !l.lent[u.URL] {
+			l.lent[u.URL] = true
+			lent = append(lent, frontier.NewURL{URL: u.URL, Host: lendHost(u.Host, 7, 0, "b"), Depth: u.Depth})
+		}
+	}
+	return n, lent, nil
+}
+
+// lendRecorder is a Receiver that keeps the URLs it gets as KindLend.
+type lendRecorder struct {
+	mu     sync.Mutex
+	lent   map[string]int
+	others int
+}
+
+func (r *lendRecorder) Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range urls {
+		if kind == KindLend {
+			r.lent[u.URL]++
+		} else {
+			r.others++
+		}
+	}
+	return len(urls), nil
+}
+
+func (r *lendRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.lent)
+}
+
+// TestExchangeLendsBackInAck: the new URLs a receiver's Lender lends back
+// travel in the batch's ack and reach the sender's Local as KindLend, each
+// once and with the lend's host line; the Lender learns who sent them;
+// the URLs a node keeps itself never go through its Lender.
+func TestExchangeLendsBackInAck(t *testing.T) {
+	book := &addrBook{}
+	bIns := newFakeInserter()
+	lender := &lendEvery{ins: bIns, every: 3, peers: map[string]int{}, lent: map[string]bool{}}
+	bOb := openTestOutbox(t, filepath.Join(t.TempDir(), "b.db"))
+	bx, err := NewExchange(ExchangeConfig{Name: "b", Listen: "127.0.0.1:0", Key: testKey, Outbox: bOb, Local: StoreReceiver(bIns),
+		Lender: lender, OwnerOf: allTo("b"), AddrOf: book.get, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book.set("b", bx.Addr())
+	t.Cleanup(func() { bx.Close(); bOb.Close() })
+	rec := &lendRecorder{lent: map[string]int{}}
+	aOb := openTestOutbox(t, filepath.Join(t.TempDir(), "a.db"))
+	ax, err := NewExchange(ExchangeConfig{Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: aOb, Local: rec,
+		OwnerOf: allTo("b"), AddrOf: book.get, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	book.set("a", ax.Addr())
+	t.Cleanup(func() { ax.Close(); aOb.Close() })
+
+	const n = 3000
+	route(t, ax, testURLs("lendback", n), 100)
+	waitFor(t, 20*time.Second, "all URLs at b", func() bool { return bIns.distinct() == n })
+	waitFor(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
+	lender.mu.Lock()
+	want := len(lender.lent)
+	peers := maps.Clone(lender.peers)
+	lender.mu.Unlock()
+	waitFor(t, 10*time.Second, "the lent URLs at a", func() bool { return rec.count() == want })
+	if want == 0 || peers["a"] != n || len(peers) != 1 {
+		t.Fatalf("lender saw %v and lent %d; want %d URLs from a, some lent", peers, want, n)
+	}
+	rec.mu.Lock()
+	for u, k := range rec.lent {
+		if k != 1 || !lender.lent[u] {
+			t.Errorf("%s reached a %d times as lent (lent by b: %v)", u, k, lender.lent[u])
+		}
+	}
+	others := rec.others
+	rec.mu.Unlock()
+	if others != 0 {
+		t.Errorf("a's Local got %d URLs of other kinds", others)
+	}
+	if got, sent := ax.Stats().URLsLentInAcks, bx.Stats().URLsLentBack; got != uint64(want) || sent != uint64(want) {
+		t.Errorf("a took %d URLs lent in acks, b lent back %d; want %d", got, sent, want)
+	}
+
+	// b's own URLs (its owner is itself) are stored without its Lender.
+	if _, err := bx.Route(context.Background(), testURLs("own", 10)); err != nil {
+		t.Fatal(err)
+	}
+	lender.mu.Lock()
+	defer lender.mu.Unlock()
+	if len(lender.peers) != 1 {
+		t.Errorf("b's own URLs went through its Lender: %v", lender.peers)
 	}
 }

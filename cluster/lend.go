@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -463,38 +464,13 @@ func (c *Cluster) lendLoop(ctx context.Context) {
 // Nothing is lent while this node is held off its phase (joining, fenced,
 // frozen, leaving): it then does not know that the view is agreed.
 func (c *Cluster) lendRound(ctx context.Context) error {
-	if c.joining.Load() || c.leaving.Load() || c.lendHeld.Load() {
+	st, until, ok := c.lendWindow(time.Now())
+	if !ok {
 		return nil
 	}
-	now := time.Now()
-	st := c.sched.At(now)
-	if st.Phase < 0 || st.Held || !st.Open || st.NPhase <= 1 || c.front.Phases() != st.NPhase {
-		return nil
-	}
-	// Local time of the guard's start (early by up to 2× the uncertainty).
-	guardAt := st.RequestDeadline.Add(-st.NextSwap.Sub(st.GuardStart))
-	if time.Until(guardAt) < lendMinLeft {
-		return nil
-	}
-	u := time.Duration(0)
-	if c.clock != nil {
-		u = c.clock.Uncertainty()
-	}
-	until := st.RequestDeadline.Add(2*u + c.lendGrace(u))
-	ring := c.ring.Load()
-	leaving := *c.peersLeaving.Load()
-	away := c.away.Load()
 	for _, p := range st.Members {
-		if p == c.cfg.Name || !ring.Has(p) || leaving[p] || c.lends.pendingHolder(p) {
-			continue
-		}
-		if away != nil {
-			if _, ok := away.until[p]; ok {
-				continue
-			}
-		}
-		q := PhaseOf(p, st.Members, st.Epoch, st.NPhase)
-		if q < 0 || q == st.Phase {
+		q, ok := c.lendPhase(st, p)
+		if !ok {
 			continue
 		}
 		if err := c.lendTo(ctx, p, q, st.Epoch, until); err != nil {
@@ -502,6 +478,196 @@ func (c *Cluster) lendRound(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lendWindow reports whether this node may lend now, and if so the phase
+// state and until, the end of a lend made now. Nothing is lent while this
+// node is held off its phase (joining, fenced, frozen, leaving): it then
+// does not know that the view is agreed; nor shortly before the guard.
+func (c *Cluster) lendWindow(now time.Time) (st PhaseState, until time.Time, ok bool) {
+	if c.lends.marks == nil || c.joining.Load() || c.leaving.Load() || c.lendHeld.Load() {
+		return st, until, false
+	}
+	st = c.sched.At(now)
+	if st.Phase < 0 || st.Held || !st.Open || st.NPhase <= 1 || c.front.Phases() != st.NPhase {
+		return st, until, false
+	}
+	// Local time of the guard's start (early by up to 2× the uncertainty).
+	guardAt := st.RequestDeadline.Add(-st.NextSwap.Sub(st.GuardStart))
+	if guardAt.Sub(now) < lendMinLeft {
+		return st, until, false
+	}
+	u := time.Duration(0)
+	if c.clock != nil {
+		u = c.clock.Uncertainty()
+	}
+	return st, st.RequestDeadline.Add(2*u + c.lendGrace(u)), true
+}
+
+// lendPhase returns the phase member p works on in st, when this node may
+// lend to it: another member of the ring, not leaving, not away, with no
+// expired lends held for it, working on another phase than this node.
+func (c *Cluster) lendPhase(st PhaseState, p string) (int, bool) {
+	if p == c.cfg.Name || !c.ring.Load().Has(p) || (*c.peersLeaving.Load())[p] || c.lends.pendingHolder(p) {
+		return -1, false
+	}
+	if away := c.away.Load(); away != nil {
+		if _, ok := away.until[p]; ok {
+			return -1, false
+		}
+	}
+	q := PhaseOf(p, st.Members, st.Epoch, st.NPhase)
+	if q < 0 || q == st.Phase {
+		return -1, false
+	}
+	return q, true
+}
+
+// ReceiveNew implements Lender (the exchange's): the URLs peer found and
+// this node owns are stored, and those new here whose host is in the phase
+// peer works on now are lent back to it in the batch's ack. Without this a
+// link found on a host goes to its owner and comes back with the owner's
+// next lend round, a second batch: a round trip during which the host
+// waits, on small crawls most of the time.
+func (l localStore) ReceiveNew(ctx context.Context, peer string, urls []frontier.NewURL, maxBytes int) (int, []frontier.NewURL, error) {
+	return l.c.receiveNew(ctx, peer, urls, maxBytes)
+}
+
+func (c *Cluster) receiveNew(ctx context.Context, peer string, urls []frontier.NewURL, maxBytes int) (int, []frontier.NewURL, error) {
+	offer := c.offerBack(peer, urls)
+	if len(offer.fps) == 0 {
+		n, err := c.store(ctx, KindNew, urls)
+		return n, nil, err
+	}
+	// What is marked and not lent in the end (stored meanwhile by another
+	// batch, no room in the ack, or the store failed) is unmarked and kept
+	// to be lent again in this epoch, as a URL given back is: a lend
+	// round's scan may have passed it while it was marked.
+	unlend := func(is []int) {
+		for _, i := range is {
+			c.lends.returned(frontier.Ref{FP: offer.fps[i], Host: offer.hosts[i]}, peer, offer.epoch)
+		}
+		if len(is) > 0 {
+			signal(c.lendKick)
+		}
+	}
+	var added []frontier.NewURL
+	n, err := c.storeURLs(ctx, KindNew, urls, &added)
+	if err != nil {
+		unlend(offer.all())
+		return n, nil, err
+	}
+	isNew := make(map[uint64]bool, len(added))
+	for _, u := range added {
+		isNew[frontier.Fingerprint(u.URL)] = true
+	}
+	var lent []frontier.NewURL
+	var back []int
+	size := 0
+	for i, fp := range offer.fps {
+		u := urls[offer.idx[i]]
+		e := frontier.NewURL{URL: u.URL, Host: lendHost(offer.hosts[i], offer.epoch, 0, c.cfg.Name), Depth: u.Depth, Redirects: u.Redirects}
+		if !isNew[fp] || size+len(e.URL)+len(e.Host)+16 > maxBytes {
+			back = append(back, i)
+			continue
+		}
+		size += len(e.URL) + len(e.Host) + 16
+		lent = append(lent, e)
+	}
+	unlend(back)
+	return n, lent, nil
+}
+
+// lendOffer is the URLs of a batch this node marked lent to its sender
+// before storing them: their fingerprints, indexes in the batch and hosts.
+type lendOffer struct {
+	epoch int64
+	fps   []uint64
+	idx   []int
+	hosts []string
+}
+
+// all returns the indexes of every URL of o.
+func (o lendOffer) all() []int {
+	is := make([]int, len(o.fps))
+	for i := range is {
+		is[i] = i
+	}
+	return is
+}
+
+// offerBack marks lent to peer, before they are stored, the URLs of urls
+// this node owns and may lend it now (lendWindow, lendPhase): those of
+// the hosts of the phase peer works on, not lent or held already, up to
+// what peer may still hold (maxLentPerMember).
+func (c *Cluster) offerBack(peer string, urls []frontier.NewURL) lendOffer {
+	var o lendOffer
+	if !c.cfg.Lend {
+		return o
+	}
+	st, until, ok := c.lendWindow(time.Now())
+	if !ok {
+		return o
+	}
+	q, ok := c.lendPhase(st, peer)
+	if !ok {
+		return o
+	}
+	ring := c.ring.Load()
+	hold := until.Add(c.lendSlack())
+	o.epoch = st.Epoch
+	for i, u := range urls {
+		host := u.Host
+		if host == "" {
+			if pu, err := url.Parse(u.URL); err == nil {
+				host = pu.Host
+			}
+		}
+		host = strings.ToLower(host)
+		if host == "" || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != q {
+			continue
+		}
+		fp := frontier.Fingerprint(u.URL)
+		if ring.Owner(fp) != c.cfg.Name || c.Held(fp) {
+			continue
+		}
+		o.fps, o.idx, o.hosts = append(o.fps, fp), append(o.idx, i), append(o.hosts, host)
+	}
+	if len(o.fps) == 0 {
+		return o
+	}
+	// Only URLs new here: a known one is lent, if at all, by the lend
+	// rounds, whose scan must not find it marked for a moment (it would
+	// pass it by until the next epoch).
+	refs := make([]frontier.Ref, len(o.fps))
+	for i, fp := range o.fps {
+		refs[i] = frontier.Ref{FP: fp, Host: o.hosts[i]}
+	}
+	known, err := c.front.Known(refs)
+	if err != nil {
+		c.log.Warn("lend back: read the frontier", "error", err)
+		return lendOffer{}
+	}
+	// Marked before they are stored: the scheduler must not pick them
+	// between the two.
+	c.lends.mu.Lock()
+	room := maxLentPerMember - c.lends.out[peer]
+	k := 0
+	for i, fp := range o.fps {
+		if k >= room {
+			break
+		}
+		if _, ok := c.lends.marks[fp]; ok || known[i] {
+			continue // known here, lent meanwhile, or twice in this batch
+		}
+		c.lends.out[peer]++
+		c.lends.marks[fp] = lendMark{holder: peer, epoch: st.Epoch, until: until, hold: hold}
+		o.fps[k], o.idx[k], o.hosts[k] = fp, o.idx[i], o.hosts[i]
+		k++
+	}
+	c.lends.mu.Unlock()
+	o.fps, o.idx, o.hosts = o.fps[:k], o.idx[:k], o.hosts[:k]
+	return o
 }
 
 // pendingHolder reports whether holder's expired marks hold (lendHolds).

@@ -70,6 +70,7 @@ var (
 	dGuard       = desc(MetricPhaseGuard)
 	dForwarded   = desc(MetricURLsForwarded)
 	dReceived    = desc(MetricURLsReceived)
+	dLentBack    = desc(MetricURLsLentBack)
 	dBatches     = desc(MetricExchangeBatches)
 	dOutbox      = desc(MetricOutboxURLs, "peer")
 	dMovedURLs   = desc(MetricRebalanceURLsMoved)
@@ -84,7 +85,7 @@ var (
 
 func (collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dMembers, dPhase, dSwaps, dOffset, dRootDist, dSynced, dGuard,
-		dForwarded, dReceived, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas, dAway, dFenced} {
+		dForwarded, dReceived, dLentBack, dBatches, dOutbox, dMovedURLs, dMovedFPs, dRebalancing, dJoining, dPauses, dReplicas, dAway, dFenced} {
 		ch <- d
 	}
 }
@@ -122,6 +123,7 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	counter(dForwarded, float64(xs.URLsForwarded))
 	counter(dReplicas, float64(xs.ReplicasSent))
 	counter(dReceived, float64(xs.URLsReceived))
+	counter(dLentBack, float64(xs.URLsLentBack))
 	counter(dBatches, float64(xs.BatchesSent))
 	pending := c.outbox.Pending()
 	for _, m := range c.ring.Load().Members() {
@@ -151,6 +153,7 @@ const (
 	MetricPhaseGuard         = "phasecrawl_phase_guard_seconds"
 	MetricURLsForwarded      = "phasecrawl_urls_forwarded_total"
 	MetricURLsReceived       = "phasecrawl_urls_received_total"
+	MetricURLsLentBack       = "phasecrawl_urls_lent_back_total"
 	MetricExchangeBatches    = "phasecrawl_exchange_batches_total"
 	MetricOutboxURLs         = "phasecrawl_outbox_urls"
 	MetricRebalanceURLsMoved = "phasecrawl_rebalance_urls_moved_total"
@@ -176,6 +179,7 @@ var MetricHelp = map[string]string{
 	MetricReplicasSent:       "Fingerprints of fetched pages sent to the member ranked second for their URL (the owner should this node fail) and acknowledged by it.",
 	MetricMembersAway:        "Members declared dead less than cluster.takeover_after ago: the URLs of their share wait for them to come back.",
 	MetricURLsReceived:       "URLs received from other members.",
+	MetricURLsLentBack:       "URLs received from a member, new here, that this node lent back to it in the batch's ack, because it works on their host's phase now (cluster.lend).",
 	MetricExchangeBatches:    "Batch messages sent to other members (each answered by one ack), resends included.",
 	MetricOutboxURLs:         "URLs waiting in the durable outbox, by peer (member name).",
 	MetricRebalanceURLsMoved: "URLs (IN_LIST or STALLED) moved to their new owner by rebalancing.",
@@ -207,6 +211,7 @@ var standaloneSeries = []struct {
 	{MetricPhaseGuard, prometheus.GaugeValue, 0},
 	{MetricURLsForwarded, prometheus.CounterValue, 0},
 	{MetricURLsReceived, prometheus.CounterValue, 0},
+	{MetricURLsLentBack, prometheus.CounterValue, 0},
 	{MetricExchangeBatches, prometheus.CounterValue, 0},
 	{MetricRebalanceURLsMoved, prometheus.CounterValue, 0},
 	{MetricRebalanceFPsMoved, prometheus.CounterValue, 0},

@@ -286,6 +286,12 @@ func (l localStore) Receive(ctx context.Context, kind Kind, urls []frontier.NewU
 }
 
 func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
+	return c.storeURLs(ctx, kind, urls, nil)
+}
+
+// storeURLs is store; added, when not nil, gets the URLs of a KindNew or
+// KindMoved batch that were new in the frontier.
+func (c *Cluster) storeURLs(ctx context.Context, kind Kind, urls []frontier.NewURL, added *[]frontier.NewURL) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
 	}
@@ -353,7 +359,12 @@ func (c *Cluster) store(ctx context.Context, kind Kind, urls []frontier.NewURL) 
 		n, err = c.front.AddReplicas(ctx, local)
 		foreign = false
 	default:
-		n, err = c.front.Add(ctx, local)
+		if added != nil {
+			*added, err = c.front.AddNew(ctx, local)
+			n = len(*added)
+		} else {
+			n, err = c.front.Add(ctx, local)
+		}
 		if err == nil && kind == KindMoved {
 			// Outcomes that came before their records settle them now.
 			if early := c.lends.takeEarly(local, time.Now()); len(early) > 0 {
@@ -575,6 +586,9 @@ func Start(cfg NodeConfig, f *frontier.Frontier, logger *slog.Logger) (*Cluster,
 			return "" // the lender keeps the record
 		}
 		return c.outcomeOwner(frontier.Fingerprint(u.URL))
+	}
+	if cfg.Lend {
+		xc.Lender = localStore{c}
 	}
 	xc.AddrOf = func(peer string) (string, bool) {
 		a, ok := (*c.addrs.Load())[peer]

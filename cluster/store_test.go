@@ -58,7 +58,7 @@ func TestStoreEntriesKinds(t *testing.T) {
 	for i, k := range []Kind{KindOutcome, KindNew, KindReplica, KindMoved, KindLend, KindDone, KindNew} {
 		es = append(es, Entry{Kind: k, NewURL: frontier.NewURL{URL: fmt.Sprintf("http://a.test/%d", i), Host: "a.test"}})
 	}
-	n, err := x.storeEntries(context.Background(), es)
+	n, _, err := x.storeEntries(context.Background(), "b", es)
 	if err != nil || n != len(es) {
 		t.Fatalf("storeEntries = %d, %v; want %d, nil", n, err, len(es))
 	}
@@ -74,7 +74,7 @@ func TestStoreEntriesKinds(t *testing.T) {
 
 	failing := errReceiver{kind: KindReplica}
 	x = &Exchange{cfg: ExchangeConfig{Local: failing}}
-	if _, err := x.storeEntries(context.Background(), es); err == nil {
+	if _, _, err := x.storeEntries(context.Background(), "b", es); err == nil {
 		t.Error("storeEntries hid the error of one kind")
 	}
 }

@@ -545,6 +545,25 @@ func (f *Frontier) Get(r Ref) (Record, bool, error) {
 	return s.Record, ok, nil
 }
 
+// Known reports, for each of refs, whether the frontier has a record of
+// it (in any state), in one read transaction.
+func (f *Frontier) Known(refs []Ref) ([]bool, error) {
+	out := make([]bool, len(refs))
+	err := f.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bURLs)
+		var key []byte
+		for i, r := range refs {
+			key = recKey(key[:0], HostKey(normHost(r.Host)), r.FP)
+			out[i] = b.Get(key) != nil
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("frontier: known: %w", err)
+	}
+	return out, nil
+}
+
 // Host returns the statistics of host (as in the URL, host[:port]).
 func (f *Frontier) Host(host string) (HostStats, bool, error) {
 	host = normHost(host)

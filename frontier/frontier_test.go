@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -952,5 +953,40 @@ func TestStalledFreeKeepsTries(t *testing.T) {
 				t.Fatalf("step %d: release = %d, %v", i, n, err)
 			}
 		}
+	}
+}
+
+// TestAddNew: AddNew inserts as Add does and returns exactly the URLs it
+// inserted, as given (Redirects kept), in order: not the known ones, not a
+// duplicate within the call, not one without a host, not one over
+// MaxPerHost.
+func TestAddNew(t *testing.T) {
+	f := open(t, func(o *Options) { o.MaxPerHost = 3 })
+	if _, err := f.Add(ctx, []NewURL{{URL: "http://a.test/known", Host: "a.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.AddNew(ctx, []NewURL{
+		{URL: "http://a.test/known", Host: "a.test"},
+		{URL: "mailto:x@y"},
+		{URL: "http://a.test/1", Host: "a.test", Redirects: 2},
+		{URL: "http://a.test/1", Host: "a.test"},
+		{URL: "http://b.test/", Depth: 4},
+		{URL: "http://a.test/2", Host: "a.test"},
+		{URL: "http://a.test/3", Host: "a.test"}, // a.test's fourth: over MaxPerHost
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NewURL{{URL: "http://a.test/1", Host: "a.test", Redirects: 2}, {URL: "http://b.test/", Depth: 4}, {URL: "http://a.test/2", Host: "a.test"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("AddNew = %+v, want %+v", got, want)
+	}
+	wantCounts(t, f, Counts{InList: 4})
+	if got, err := f.AddNew(ctx, want); err != nil || len(got) != 0 {
+		t.Fatalf("AddNew of known URLs = %+v, %v; want none", got, err)
+	}
+	refs := []Ref{RefOf("http://a.test/1"), RefOf("http://a.test/3"), {FP: Fingerprint("http://b.test/"), Host: "B.test"}, RefOf("http://c.test/")}
+	if known, err := f.Known(refs); err != nil || !reflect.DeepEqual(known, []bool{true, false, true, false}) {
+		t.Fatalf("Known = %v, %v; want [true false true false]", known, err)
 	}
 }

@@ -77,7 +77,7 @@ func (f *Frontier) settleOp(found []NewURL, rs []Result, requeue []Ref, tk *taki
 		if tk != nil {
 			tk.got = tk.got[:0] // only what this run of the write took
 		}
-		n, err := st.add(adds, tk)
+		n, err := st.add(adds, tk, nil)
 		if err != nil {
 			return 0, fmt.Errorf("add: %w", err)
 		}

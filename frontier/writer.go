@@ -151,6 +151,37 @@ func (f *Frontier) Add(ctx context.Context, urls []NewURL) (added int, err error
 	return f.submit(ctx, &op{kind: opAdd, adds: adds})
 }
 
+// AddNew is Add, returning the URLs it inserted (those not known before
+// and admitted under MaxPerHost), in their order in urls.
+func (f *Frontier) AddNew(ctx context.Context, urls []NewURL) ([]NewURL, error) {
+	adds := make([]pendingURL, 0, len(urls))
+	from := make([]int, 0, len(urls)) // index in urls of each of adds
+	for i, u := range urls {
+		if pu, ok := prepareURL(u); ok {
+			adds = append(adds, pu)
+			from = append(from, i)
+		}
+	}
+	if len(adds) == 0 {
+		return nil, nil
+	}
+	var inserted []bool
+	_, err := f.submit(ctx, &op{kind: opFunc, name: "add", fn: func(st *txState) (int, error) {
+		inserted = make([]bool, len(adds)) // the writer may apply a write again after a failed commit
+		return st.add(adds, nil, inserted)
+	}})
+	if err != nil {
+		return nil, err
+	}
+	var out []NewURL
+	for i, ok := range inserted {
+		if ok {
+			out = append(out, urls[from[i]])
+		}
+	}
+	return out, nil
+}
+
 // prepareURLs hashes and normalizes the host of URLs to add, in the
 // caller's goroutine; URLs without a host are dropped.
 func prepareURLs(urls []NewURL) []pendingURL {
@@ -490,7 +521,7 @@ func (st *txState) flush() error {
 func (st *txState) apply(o *op) (int, error) {
 	switch o.kind {
 	case opAdd:
-		return st.add(o.adds, nil)
+		return st.add(o.adds, nil, nil)
 	case opMark:
 		return st.mark(o.refs)
 	case opFinish:
@@ -554,7 +585,9 @@ func (st *txState) host(h string) (*HostStats, error) {
 
 // add inserts the new URLs of adds IN_LIST; with tk, up to tk.room new URLs
 // of tk.host go IN_PROGRESS instead, for the caller's trip (tk.got).
-func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
+// add inserts the URLs of adds not known yet; inserted, when not nil (as
+// long as adds), is set for each one inserted.
+func (st *txState) add(adds []pendingURL, tk *taking, inserted []bool) (int, error) {
 	added := 0
 	maxPer := st.f.maxPerHost.Load()
 	for i := range adds {
@@ -588,6 +621,9 @@ func (st *txState) add(adds []pendingURL, tk *taking) (int, error) {
 		}
 		hs.Admitted++
 		added++
+		if inserted != nil {
+			inserted[i] = true
+		}
 		if tk != nil && len(tk.got) < tk.room && u.host == tk.host {
 			if err := st.putInProgress(&s); err != nil {
 				return 0, err

@@ -37,20 +37,27 @@ func TestProcLendingChain(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("%d pages crawled in %s (%.2f epochs of %s)", exp.Fetches, took.Round(time.Millisecond), took.Seconds()/phase.Seconds(), phase)
 	checkCrawl(t, webAddr, exp, c.delay, 1, 0, ps)
-	var lent, pages float64
+	var lent, lentBack, pages float64
 	for _, p := range ps {
 		m, err := p.metrics()
 		if err != nil {
 			t.Fatal(err)
 		}
 		lent += metricSum(m, "phasecrawl_guests_fetched_total")
+		lentBack += metricSum(m, "phasecrawl_urls_lent_back_total")
 		pages += metricSum(m, "phasecrawl_pages_fetched_total")
 	}
-	t.Logf("%.0f of %.0f pages fetched by a member for their owner", lent, pages)
+	t.Logf("%.0f of %.0f pages fetched by a member for their owner; %.0f URLs lent back in acks", lent, pages, lentBack)
 	// About 2 in 3 URLs are owned by a member other than the one working
 	// on their host's phase when they are found.
 	if lent < pages/3 {
 		t.Errorf("%.0f of %.0f pages were lent, want at least a third", lent, pages)
+	}
+	// A link found on a host in the finder's phase goes back to it in the
+	// ack of the batch that brought it to its owner: most lends take
+	// that path, not the owner's lend rounds.
+	if lentBack < lent/4 {
+		t.Errorf("%.0f URLs lent back in acks of %.0f lent pages, want at least a quarter", lentBack, lent)
 	}
 }
 
