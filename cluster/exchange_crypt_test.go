@@ -385,7 +385,7 @@ func TestHandshakeProtocolVersion(t *testing.T) {
 		if !errors.Is(err, ErrHandshake) || !strings.Contains(err.Error(), `"PCX1"`) || !strings.Contains(err.Error(), "same phasecrawl version") {
 			t.Errorf("server error %v: want the versions named", err)
 		}
-		// The old peer reads "PCX2" where it expects "PCX1": it reports bad magic "PCX2".
+		// The old peer reads this version's magic where it expects "PCX1": it reports bad magic.
 		if len(got) != helloLen || !bytes.HasPrefix(got, []byte(hsMagic)) {
 			t.Errorf("the old client got %q, want a %s hello", got, hsMagic)
 		}
@@ -398,6 +398,7 @@ func TestHandshakeProtocolVersion(t *testing.T) {
 		// A PCX1 server reads the 36-byte hello, finds the magic wrong, closes.
 		{"old server", nil, "closed the connection without a hello"},
 		{"server of another version", cat([]byte("PCX9"), make([]byte, nonceLen)), `speaks exchange protocol "PCX9"`},
+		{"server of the previous version", cat([]byte("PCX2"), make([]byte, nonceLen)), `speaks exchange protocol "PCX2", this node "PCX3"`},
 		{"not an exchange", []byte("HTTP/1.1 400 Bad Request\r\n\r\n0123456789"), "not a phasecrawl exchange"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
