@@ -513,8 +513,9 @@ func (x *Exchange) serve(c net.Conn) {
 			}
 			x.st.urlsLentBack.Add(uint64(len(lent)))
 		}
-		// A nack lends nothing: what was marked lent for it holds until the
-		// lend runs out, and is then fetched or lent again.
+		// A nack lends nothing: URLs the Lender lent for a batch whose other
+		// kinds could not be stored stay marked until the lend runs out,
+		// and are then fetched or lent again.
 		if err := xc.writeFrame(encodeAck(a)); err != nil {
 			return
 		}
@@ -791,7 +792,7 @@ func (s *sender) roundTrip(t taken) ([]Entry, error) {
 	x.st.acksRecvd.Add(1)
 	if a.Status != 0 {
 		x.st.nacks.Add(1)
-		return a.Lent, fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
+		return nil, fmt.Errorf("cluster: peer %s: batch %d: %w: %s", s.peer, t.id, errNack, a.Msg)
 	}
 	repl := 0
 	for _, e := range t.entries {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -619,9 +618,7 @@ func (c *Cluster) offerBack(peer string, urls []frontier.NewURL) lendOffer {
 	for i, u := range urls {
 		host := u.Host
 		if host == "" {
-			if pu, err := url.Parse(u.URL); err == nil {
-				host = pu.Host
-			}
+			host = frontier.RefOf(u.URL).Host
 		}
 		host = strings.ToLower(host)
 		if host == "" || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != q {
