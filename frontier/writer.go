@@ -166,7 +166,7 @@ func (f *Frontier) AddNew(ctx context.Context, urls []NewURL) ([]NewURL, error) 
 		return nil, nil
 	}
 	var inserted []bool
-	_, err := f.submit(ctx, &op{kind: opFunc, name: "add", fn: func(st *txState) (int, error) {
+	_, err := f.submit(ctx, &op{kind: opFunc, name: "add", n: len(adds), fn: func(st *txState) (int, error) {
 		inserted = make([]bool, len(adds)) // the writer may apply a write again after a failed commit
 		return st.add(adds, nil, inserted)
 	}})
