@@ -237,6 +237,7 @@ func (c *procCluster) killAll() {
 		for _, p := range procs {
 			c.t.Logf("---- log of %s: membership and rebalance, last lines ----\n%s\n%s", p.name, p.grep(
 				"member joined", "member left", "membership changed", "rebalance done", "rebalance interrupted", "rebalance still waiting", "rebalance: waiting",
+				"holding this node's URLs", "the members away at the join", "members away too long", "this process was frozen", "exchange: ",
 				"joined: ", "join timeout", "leave hand-off done", "left cluster"), p.tail(10))
 		}
 	}
