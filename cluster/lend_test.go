@@ -305,3 +305,100 @@ func TestReturnedLentAgain(t *testing.T) {
 		t.Fatalf("given back in epoch 5, then mark %+v (%v); want lent again to p in epoch 5", m, ok)
 	}
 }
+
+// TestLendBack: a batch of new URLs from a member is stored, and the ack
+// lends it back exactly those this node owns, new here, of the hosts of
+// the phase it works on now, marked lent to it; not a URL known here
+// already, nor one of another phase, nor one another member owns; a batch
+// of the same URLs again lends nothing.
+func TestLendBack(t *testing.T) {
+	lend := func(c *NodeConfig) { c.Lend = true; c.PhaseDuration = 2 * time.Second; c.Guard = 100 * time.Millisecond }
+	a := startTestClusterWith(t, "a", lend)
+	b := startTestClusterWith(t, "b", lend, a.c.Members().Addr())
+	a.fetching(t)
+	b.fetching(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 0; ; attempt++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("no epoch with both members working on a phase and time to lend (%d attempts)", attempt)
+		}
+		if st := a.c.sched.At(time.Now()); st.NPhase > 1 && a.f.Phases() != st.NPhase {
+			// The node re-keys its frontier for the phases (node.Node); here
+			// the test does.
+			if err := a.f.SetPhases(st.NPhase); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st, _, ok := a.c.lendWindow(time.Now())
+		q, okq := -1, false
+		if ok {
+			q, okq = a.c.lendPhase(st, "b")
+		}
+		if !ok || !okq || len(st.Members) != 2 || time.Until(st.RequestDeadline) < time.Second {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		// URLs a owns: three new ones and a known one of b's phase, and a
+		// new one of a's own phase; one b owns of b's phase.
+		ring := a.c.ring.Load()
+		var fresh []frontier.NewURL
+		var known, ownPhase, others frontier.NewURL
+		tag := strconv.Itoa(attempt)
+		for i := 0; len(fresh) < 3 || known.URL == "" || ownPhase.URL == "" || others.URL == ""; i++ {
+			host := "h" + strconv.Itoa(i) + ".test"
+			u := frontier.NewURL{URL: "http://" + host + "/" + tag, Host: host, Depth: 2}
+			inQ := frontier.PhaseOf(frontier.HostHash(host), st.NPhase) == q
+			switch owner := ring.Owner(frontier.Fingerprint(u.URL)); {
+			case owner == "b" && inQ && others.URL == "":
+				others = u
+			case owner != "a":
+			case inQ && len(fresh) < 3:
+				fresh = append(fresh, u)
+			case inQ && known.URL == "":
+				known = u
+			case !inQ && ownPhase.URL == "":
+				ownPhase = u
+			}
+		}
+		if _, err := a.f.Add(ctx, []frontier.NewURL{known}); err != nil {
+			t.Fatal(err)
+		}
+		batch := append(append([]frontier.NewURL{known, ownPhase, others}, fresh...), fresh[0])
+		n, lent, err := a.c.receiveNew(ctx, "b", batch, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := a.c.sched.At(time.Now()); after.Epoch != st.Epoch {
+			continue // the epoch changed meanwhile: try again in the next one
+		}
+		var got []string
+		for _, u := range lent {
+			host, rest, _ := strings.Cut(u.Host, "\n")
+			if !strings.HasSuffix(rest, " 0 a") || !strings.HasPrefix(rest, strconv.FormatInt(st.Epoch, 10)+" ") || u.Depth != 2 || host == "" {
+				t.Errorf("lend entry %+v: want host, epoch %d, tries 0 and lender a", u, st.Epoch)
+			}
+			got = append(got, u.URL)
+		}
+		var want []string
+		for _, u := range fresh {
+			want = append(want, u.URL)
+		}
+		if !reflect.DeepEqual(got, want) || n != 4 {
+			t.Fatalf("stored %d new (want 4: the fresh ones and the own-phase one), lent %v, want %v", n, got, want)
+		}
+		for _, u := range fresh {
+			if !a.c.Held(frontier.Fingerprint(u.URL)) {
+				t.Errorf("%s lent but not held", u.URL)
+			}
+		}
+		// (The known URL may be lent by a lend round meanwhile: it is IN_LIST.)
+		if _, ok := a.c.lends.markOf(frontier.Fingerprint(ownPhase.URL)); ok {
+			t.Errorf("%s, of this node's own phase, marked lent", ownPhase.URL)
+		}
+		if _, again, err := a.c.receiveNew(ctx, "b", fresh, 1<<20); err != nil || len(again) != 0 {
+			t.Fatalf("the same URLs again: lent %v, %v; want none", again, err)
+		}
+		return
+	}
+}
