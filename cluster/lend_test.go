@@ -312,7 +312,11 @@ func TestReturnedLentAgain(t *testing.T) {
 // already, nor one of another phase, nor one another member owns; a batch
 // of the same URLs again lends nothing.
 func TestLendBack(t *testing.T) {
-	lend := func(c *NodeConfig) { c.Lend = true; c.PhaseDuration = 2 * time.Second; c.Guard = 100 * time.Millisecond }
+	lend := func(c *NodeConfig) {
+		c.Lend = true
+		c.PhaseDuration = 2 * time.Second
+		c.Guard = 100 * time.Millisecond
+	}
 	a := startTestClusterWith(t, "a", lend)
 	b := startTestClusterWith(t, "b", lend, a.c.Members().Addr())
 	a.fetching(t)
