@@ -257,6 +257,23 @@ func (d *decoder) entry() Entry {
 	return e
 }
 
+// entries reads a uvarint count and that many entries.
+func (d *decoder) entries() []Entry {
+	n := d.uvarint()
+	// Each entry takes at least 4 bytes: bound the allocation by the input.
+	if d.err == nil && n > uint64(len(d.b)/4) {
+		d.err = fmt.Errorf("count %d does not fit in %d bytes", n, len(d.b))
+	}
+	if d.err != nil {
+		return nil
+	}
+	es := make([]Entry, 0, n)
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		es = append(es, d.entry())
+	}
+	return es
+}
+
 // decodeEntry decodes one stored entry.
 func decodeEntry(b []byte) (Entry, error) {
 	d := decoder{b: b}
@@ -295,17 +312,7 @@ func DecodeBatch(p []byte) (Batch, error) {
 	}
 	var b Batch
 	b.ID = d.uvarint()
-	n := d.uvarint()
-	// Each entry takes at least 4 bytes: bound the allocation by the input.
-	if d.err == nil && n > uint64(len(d.b)/4) {
-		d.err = fmt.Errorf("count %d does not fit in %d bytes", n, len(d.b))
-	}
-	if d.err == nil {
-		b.Entries = make([]Entry, 0, n)
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			b.Entries = append(b.Entries, d.entry())
-		}
-	}
+	b.Entries = d.entries()
 	if d.err == nil && len(d.b) != 0 {
 		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
 	}
@@ -335,19 +342,12 @@ func decodeAck(p []byte) (ack, error) {
 		return ack{}, fmt.Errorf("cluster: decode ack: message type %d, want %d", t, msgAck)
 	}
 	a := ack{ID: d.uvarint(), Added: d.uvarint(), Status: d.uvarint(), Msg: d.str(4096)}
-	n := d.uvarint()
-	// Each entry takes at least 4 bytes: bound the allocation by the input.
-	if d.err == nil && n > uint64(len(d.b)/4) {
-		d.err = fmt.Errorf("count %d does not fit in %d bytes", n, len(d.b))
+	if a.Lent = d.entries(); len(a.Lent) == 0 {
+		a.Lent = nil
 	}
-	if d.err == nil && n > 0 {
-		a.Lent = make([]Entry, 0, n)
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			e := d.entry()
-			if d.err == nil && e.Kind != KindLend {
-				d.err = fmt.Errorf("lent entry of kind %d, want %d (lend)", e.Kind, KindLend)
-			}
-			a.Lent = append(a.Lent, e)
+	for _, e := range a.Lent {
+		if d.err == nil && e.Kind != KindLend {
+			d.err = fmt.Errorf("lent entry of kind %d, want %d (lend)", e.Kind, KindLend)
 		}
 	}
 	if d.err == nil && len(d.b) != 0 {
