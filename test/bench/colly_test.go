@@ -89,23 +89,34 @@ func TestCrawlersInChild(t *testing.T) {
 
 // TestCorrectZipf checks both crawlers, as the benchmarks run them (each
 // in a child process), on the Zipf-heavy webs BenchmarkPairedZipf crawls
-// (every reachable page exactly once, robots.txt obeyed, never two
-// requests at once to a host, Crawl-delay honoured, the trap bounded). A
-// crawl with delay 0 may only be forgiven gaps shorter than a Crawl-delay,
-// which none of these crawls has. Under the race detector it checks the
-// first web only (the benchmarks check every crawl they make).
+// and on the first of BenchmarkPairedZipfNoCrawlDelay's (every reachable
+// page exactly once, robots.txt obeyed, never two requests at once to a
+// host, Crawl-delay honoured, the trap bounded). A crawl with delay 0 may
+// only be forgiven gaps shorter than a Crawl-delay, which none of these
+// crawls has. Under the race detector it checks the first web only (the
+// benchmarks check every crawl they make).
 func TestCorrectZipf(t *testing.T) {
-	seeds := zipfSeeds
-	if raceOn {
-		seeds = seeds[:1]
+	type zweb struct {
+		name string
+		wc   synthweb.Config
 	}
-	for _, seed := range seeds {
-		web, err := synthweb.New(zipfConfig(seed))
+	var webs []zweb
+	for _, seed := range zipfSeeds {
+		webs = append(webs, zweb{fmt.Sprintf("seed=%d", seed), zipfConfig(seed)})
+	}
+	nocd := zipfConfig(zipfSeeds[0])
+	nocd.CrawlDelayHosts = 0
+	webs = append(webs, zweb{fmt.Sprintf("seed=%d,no-crawl-delay", zipfSeeds[0]), nocd})
+	if raceOn {
+		webs = webs[:1]
+	}
+	for _, zw := range webs {
+		web, err := synthweb.New(zw.wc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range crawlers {
-			t.Run(fmt.Sprintf("seed=%d/%s", seed, c.name), func(t *testing.T) {
+			t.Run(zw.name+"/"+c.name, func(t *testing.T) {
 				web.Reset()
 				srv, err := webnode.Start(web)
 				if err != nil {
