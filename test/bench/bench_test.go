@@ -344,9 +344,9 @@ func BenchmarkPairedZipf(b *testing.B) {
 // BenchmarkPairedZipfNoCrawlDelay is BenchmarkPairedZipf with no
 // Crawl-delay host (zipfConfig with CrawlDelayHosts 0): with Crawl-delay
 // hosts of 30-80 ms and up to 50 pages, no polite crawler passes
-// 7,500-7,800 pages/s on those webs (bound-pages/s), so once a crawler
+// 7,400-9,200 pages/s on those webs (bound-pages/s), so once a crawler
 // nears that its ratio to another measures the bound, not the crawler.
-// Without them the bound is the five slow hosts' chains (13,400-15,000
+// Without them the bound is the five slow hosts' chains (16,700-17,700
 // pages/s), and the crawl ends with its largest sites.
 func BenchmarkPairedZipfNoCrawlDelay(b *testing.B) {
 	for _, seed := range zipfSeeds {

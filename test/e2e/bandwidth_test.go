@@ -220,8 +220,8 @@ func TestBandwidthSumT(t *testing.T) {
 	for i, h := range hosts {
 		sites[i] = bandwidth.Site{D: float64(bytes[h])}
 	}
-	got0 := achieved(start, finish, bytes)
-	pred := bandwidth.Simulate(sites, got0, 0, bandwidth.PolicyFunc(bandwidth.SumT), true)
+	reached := achieved(start, finish, bytes)
+	pred := bandwidth.Simulate(sites, reached, 0, bandwidth.PolicyFunc(bandwidth.SumT), true)
 	floor := bandwidth.Simulate(sites, u, 0, bandwidth.PolicyFunc(bandwidth.SumT), true)
 	var lines []string
 	var sumGot float64
@@ -233,7 +233,7 @@ func TestBandwidthSumT(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("%s: %d bytes, done at %.3f s, predicted %.3f s (%+.1f%%)", h, bytes[h], got[i], pred.Finish[i], 100*dev))
 	}
 	t.Logf("throughput %.0f B/s (budget %d), Σt measured %.3f s, predicted %.3f s at that throughput, %.3f s at the budget\n%s",
-		got0, u, sumGot, pred.Sum, floor.Sum, strings.Join(lines, "\n"))
+		reached, u, sumGot, pred.Sum, floor.Sum, strings.Join(lines, "\n"))
 	for i := 1; i < len(hosts); i++ {
 		if bytes[hosts[i]] > bytes[hosts[i-1]] && got[i] < got[i-1] {
 			t.Errorf("%s (%d bytes) finished before %s (%d bytes): sumt finishes the smaller sites first",
@@ -273,8 +273,8 @@ func TestBandwidthDeadlines(t *testing.T) {
 	if req := bandwidth.Required(sites); req <= u {
 		t.Fatalf("Û = %.0f B/s ≤ U: the deadlines can be met, the test needs them not to", req)
 	}
-	got0 := achieved(start, finish, bytes)
-	pred := bandwidth.SimulateTicks(sites, got0, bandwidth.PolicyFunc(bandwidth.MaxT), 0.25)
+	reached := achieved(start, finish, bytes)
+	pred := bandwidth.SimulateTicks(sites, reached, bandwidth.PolicyFunc(bandwidth.MaxT), 0.25)
 	floor := bandwidth.SimulateTicks(sites, u, bandwidth.PolicyFunc(bandwidth.MaxT), 0.25)
 	var late, lines []string
 	var measured float64
@@ -289,7 +289,7 @@ func TestBandwidthDeadlines(t *testing.T) {
 		}
 	}
 	t.Logf("throughput %.0f B/s (budget %d), lateness measured %.3f s (%v), predicted %.3f s at that throughput, %.3f s at the budget\n%s",
-		got0, u, measured, late, pred.Lateness, floor.Lateness, strings.Join(lines, "\n"))
+		reached, u, measured, late, pred.Lateness, floor.Lateness, strings.Join(lines, "\n"))
 	if measured > pred.Lateness+0.1+0.1*pred.Lateness {
 		t.Errorf("lateness %.3f s is above the %.3f s predicted at the throughput achieved", measured, pred.Lateness)
 	}
