@@ -566,11 +566,12 @@ func (c *Cluster) receiveNew(ctx context.Context, peer string, urls []frontier.N
 	for i, fp := range offer.fps {
 		u := urls[offer.idx[i]]
 		e := frontier.NewURL{URL: u.URL, Host: lendHost(offer.hosts[i], offer.epoch, 0, c.cfg.Name), Depth: u.Depth, Redirects: u.Redirects}
-		if !isNew[fp] || size+len(e.URL)+len(e.Host)+16 > maxBytes {
+		es := EntrySize(Entry{Kind: KindLend, NewURL: e}) // as the ack encodes it
+		if !isNew[fp] || size+es > maxBytes {
 			back = append(back, i)
 			continue
 		}
-		size += len(e.URL) + len(e.Host) + 16
+		size += es
 		lent = append(lent, e)
 	}
 	unlend(back)
