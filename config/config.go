@@ -34,7 +34,9 @@ type Config struct {
 	SeedsFile string `yaml:"seeds_file"`
 	// Resolve holds 'PATTERN=HOST:PORT' rules: hosts matching the glob are dialled at HOST:PORT.
 	Resolve []string `yaml:"resolve"`
-	// AllowPrivate lets the fetcher connect to loopback, private and link-local addresses.
+	// AllowPrivate lets the fetcher connect to loopback and private addresses (the targets
+	// of Resolve rules need it not). Link-local addresses and cloud metadata endpoints need
+	// Fetch.AllowLinkLocal.
 	AllowPrivate bool `yaml:"allow_private"`
 	// Delay is the minimum pause between two requests to one host. Default 1s, valid 0..1h.
 	Delay time.Duration `yaml:"delay"`
@@ -287,6 +289,11 @@ type Fetch struct {
 	// variables (and their lower-case forms), with NO_PROXY's exceptions.
 	// The private-address guard still applies to the target.
 	Proxy string `yaml:"proxy"`
+	// AllowLinkLocal lets the fetcher connect to link-local addresses
+	// (169.254.0.0/16, fe80::/10) and cloud metadata endpoints
+	// (169.254.169.254, fd00:ec2::254), which allow_private does not open.
+	// Default false.
+	AllowLinkLocal bool `yaml:"allow_link_local"`
 	// InactiveWorkers is the size of the dead-link lane: the workers that
 	// serve the hosts whose last attempt timed out, was refused or failed
 	// DNS, so such hosts never hold up the workers of live ones. -1 (the

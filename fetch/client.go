@@ -32,7 +32,8 @@ type ClientConfig struct {
 	HeaderTimeout  time.Duration // request written -> response headers read; default 10s, valid 1ms..10m
 	BodyTimeout    time.Duration // response headers -> body fully read; default 20s, valid 1ms..1h
 	MaxBodySize    int64         // bytes kept of the transferred body and of the decoded body; default 10 MiB, valid 1..1 GiB
-	AllowPrivate   bool          // allow loopback/private/link-local/metadata addresses (--allow-private); default false
+	AllowPrivate   bool          // allow loopback/private addresses (--allow-private); default false (--resolve targets are allowed anyway)
+	AllowLinkLocal bool          // allow link-local addresses and cloud metadata endpoints (fetch.allow_link_local); default false
 	Resolve        []ResolveRule // --resolve rules, first match wins; default none
 	MaxIdleConns   int           // idle keep-alive connections kept over all hosts (one per host at most); default 1024, valid 0..1000000 (0 = unlimited)
 	// MinRate is the slowest body transfer tolerated, in bytes per second: every RateWindow
@@ -215,22 +216,27 @@ func NewClient(c ClientConfig) (*Client, error) {
 		return res.LookupNetIP(ctx, "ip", host)
 	}
 	cl.dial = cl.dialer.DialContext
-	if !c.AllowPrivate {
+	if g := cl.guard(); !g.open() {
 		// Last line of defence: the address actually connected to, whatever resolved it.
-		cl.dialer.ControlContext = func(_ context.Context, _, address string, _ syscall.RawConn) error {
+		cl.dialer.ControlContext = func(ctx context.Context, _, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return fmt.Errorf("fetch: dial %s: %w", address, err)
 			}
-			if IsPrivateAddr(ap.Addr()) {
-				return &PrivateAddressError{Host: address, IP: ap.Addr()}
-			}
-			return nil
+			return g.Check(address, ap.Addr(), ctx.Value(givenKey{}) != nil)
 		}
 	}
 	cl.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	cl.pool = newConnPool(c.MaxIdleConns)
 	return cl, nil
+}
+
+// givenKey marks a dial's context when its address is a --resolve rule's target.
+type givenKey struct{}
+
+// guard returns the client's private-address guard.
+func (c *Client) guard() Guard {
+	return Guard{AllowPrivate: c.cfg.AllowPrivate, AllowLinkLocal: c.cfg.AllowLinkLocal}
 }
 
 // Close closes idle connections. In-flight fetches are not interrupted (cancel their contexts).
@@ -243,11 +249,14 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 		return nil, fmt.Errorf("fetch: dial %s: %w", addr, err)
 	}
 	target := addr
+	given := false // the target of a --resolve rule: the operator named it
 	if t, ok := resolveTarget(c.cfg.Resolve, host, port); ok {
-		target = t
+		target, given = t, true
 		host, port, _ = net.SplitHostPort(t)
+		ctx = context.WithValue(ctx, givenKey{}, true) // for the dialer's Control hook
 	}
-	if c.cfg.AllowPrivate && c.cfg.Resolver == nil {
+	guard := c.guard()
+	if guard.open() && c.cfg.Resolver == nil {
 		return c.dial(ctx, network, target)
 	}
 	// Every connection resolves its name again and is judged by the addresses of that
@@ -265,9 +274,9 @@ func (c *Client) dialContext(ctx context.Context, network, addr string) (net.Con
 	var firstErr error
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if !c.cfg.AllowPrivate && IsPrivateAddr(ip) {
+		if err := guard.Check(host, ip, given); err != nil {
 			if firstErr == nil {
-				firstErr = &PrivateAddressError{Host: host, IP: ip}
+				firstErr = err // refused before any dial
 			}
 			continue
 		}

@@ -436,15 +436,12 @@ func TestPrivateAddressGuard(t *testing.T) {
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	_, port, _ := net.SplitHostPort(addr)
-	rule, _ := ParseResolve("*.synth.test=" + addr)
 	cfg := testClientConfig()
 	cfg.AllowPrivate = false
-	cfg.Resolve = []ResolveRule{rule}
-	c := newTestClient(t, cfg)
+	c := newTestClient(t, cfg) // --resolve targets: TestGuardResolveTargets
 	for _, u := range []string{
 		srv.URL,                          // literal loopback
 		"http://localhost:" + port + "/", // a name resolving to loopback
-		"http://a.synth.test/",           // --resolve target on loopback
 		"http://[::1]:" + port + "/",
 		"http://169.254.169.254/latest/meta-data/",
 		"http://10.1.2.3/",

@@ -229,7 +229,7 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		raw, err = c.dialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, err)
+		return nil, &unreachableError{fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, err)}
 	}
 	conn := raw
 	if u.Scheme == "https" {
@@ -241,7 +241,7 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		cancel()
 		if err != nil {
 			raw.Close()
-			return nil, fmt.Errorf("fetch: GET %s: TLS handshake: %w", u.Redacted(), err)
+			return nil, &unreachableError{fmt.Errorf("fetch: GET %s: TLS handshake: %w", u.Redacted(), err)}
 		}
 		conn = tc
 	}

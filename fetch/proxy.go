@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -107,15 +108,17 @@ func proxyAuth(p *url.URL) string {
 // targetAddrs applies the private-address guard to the target host of a
 // proxied request, as a direct dial does: the addresses its name resolves
 // to (this client's resolver), each refused when private. It returns the
-// public ones; with allow_private, the host itself unresolved.
+// public ones; with allow_private and fetch.allow_link_local, the host
+// itself unresolved.
 func (c *Client) targetAddrs(ctx context.Context, host string, all bool) ([]string, error) {
+	guard := c.guard()
 	if ip, err := netip.ParseAddr(host); err == nil {
-		if !c.cfg.AllowPrivate && IsPrivateAddr(ip.Unmap()) {
-			return nil, &PrivateAddressError{Host: host, IP: ip}
+		if err := guard.Check(host, ip.Unmap(), false); err != nil {
+			return nil, err
 		}
 		return []string{ip.Unmap().String()}, nil
 	}
-	if c.cfg.AllowPrivate {
+	if guard.open() {
 		return []string{host}, nil
 	}
 	ips, err := c.lookup(ctx, host)
@@ -123,21 +126,23 @@ func (c *Client) targetAddrs(ctx context.Context, host string, all bool) ([]stri
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: err}
 	}
 	var out []string
+	var refused error
 	for _, ip := range ips {
 		ip = ip.Unmap()
-		if IsPrivateAddr(ip) {
+		if err := guard.Check(host, ip, false); err != nil {
 			if all {
 				// The proxy resolves the name itself: it must have no
 				// private address to choose.
-				return nil, &PrivateAddressError{Host: host, IP: ip}
+				return nil, err
 			}
+			refused = cmp.Or(refused, err)
 			continue
 		}
 		out = append(out, ip.String())
 	}
 	if len(out) == 0 {
-		if len(ips) > 0 {
-			return nil, &PrivateAddressError{Host: host, IP: ips[0].Unmap()}
+		if refused != nil {
+			return nil, refused
 		}
 		return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
 	}

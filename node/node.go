@@ -258,6 +258,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		MinRate:        cfg.Fetch.MinRate,
 		RateWindow:     cfg.Fetch.RateWindow,
 		AllowPrivate:   cfg.AllowPrivate,
+		AllowLinkLocal: cfg.Fetch.AllowLinkLocal,
 		Resolve:        rules,
 		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
 		Proxy:          proxy,

@@ -93,7 +93,9 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 			PayloadDigest: archive.FormatDigest(prev.Digest)}
 	}
 	switch {
-	case resp.Status == http.StatusNotModified && prev != nil:
+	case resp.Status == http.StatusNotModified && prev != nil && conditional(prev) != (fetch.Conditional{}):
+		// A 304 to a request that sent no validators says nothing of
+		// the page: outcome logs it as unsolicited_304.
 		return unchanged(archive.ProfileNotModified)
 	case resp.Status >= 200 && resp.Status < 300 && !resp.Truncated:
 		sum := sha1.Sum(resp.RawBody)

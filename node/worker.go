@@ -447,7 +447,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			return
 		}
 		t.stall(&res, &entry, it, "robots_unavailable", err.Error())
-		if isHostDown(kind) {
+		if fetch.HostUnreachable(err) {
 			t.down = kind
 		}
 		t.failedWith(kind)
@@ -505,7 +505,9 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			return
 		}
 		t.stall(&res, &entry, it, kind, err.Error())
-		if isHostDown(kind) {
+		if fetch.HostUnreachable(err) {
+			// Only a host that cannot be reached sets the rest of its list
+			// aside; a failure inside one response is that URL's alone.
 			t.down = kind
 		}
 		t.failedWith(kind)
@@ -642,6 +644,10 @@ func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.R
 		// A revisit of an unchanged page (a 304, or the same payload):
 		// its links were extracted when it last changed.
 		res.Reason, entry.Reason = "ok", "unchanged"
+	case resp.Status == http.StatusNotModified:
+		// A 304 to a request that sent no validators: nothing to compare
+		// with, no body, no redirect. Not retried.
+		res.Reason, entry.Reason = "unsolicited_304", "unsolicited_304"
 	case resp.Status >= 300 && resp.Status < 400:
 		res.Reason, entry.Reason = "redirect", "redirect"
 		if resp.Location != "" {
@@ -1055,14 +1061,6 @@ func precompressed(encoding, contentType string) bool {
 		mt == "application/zip", mt == "application/gzip", mt == "application/x-gzip", mt == "application/zstd",
 		mt == "application/x-7z-compressed", mt == "application/x-bzip2", mt == "application/x-xz",
 		mt == "font/woff", mt == "font/woff2":
-		return true
-	}
-	return false
-}
-
-func isHostDown(kind string) bool {
-	switch kind {
-	case "timeout", "too_slow", "dns", "conn_refused", "conn_reset", "tls":
 		return true
 	}
 	return false
