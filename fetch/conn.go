@@ -306,7 +306,8 @@ func closedByPeer(err error) bool {
 
 // roundTrip writes the request and reads the response headers within HeaderTimeout.
 func (c *Client) roundTrip(pc *pconn, req *http.Request, dump []byte, headerTimeout time.Duration) (*http.Response, error) {
-	if err := pc.conn.SetDeadline(time.Now().Add(headerTimeout)); err != nil {
+	deadline := time.Now().Add(headerTimeout)
+	if err := pc.conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
 	pc.cr.n = 0
@@ -321,6 +322,11 @@ func (c *Client) roundTrip(pc *pconn, req *http.Request, dump []byte, headerTime
 	for {
 		resp, err := http.ReadResponse(pc.br, req)
 		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(deadline) {
+				// The deadline cut a header line: textproto may call
+				// that malformed, but it is the header timeout.
+				return nil, fmt.Errorf("read response headers: %w: %w", os.ErrDeadlineExceeded, err)
+			}
 			return nil, fmt.Errorf("read response headers: %w", err)
 		}
 		switch {

@@ -81,6 +81,14 @@ func TestHostUnreachable(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}, kind: "timeout"},
+		{name: "slow headers", answer: func(c net.Conn) {
+			for _, b := range []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nok") {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}, kind: "timeout"},
 		{name: "silent after accept", answer: func(c net.Conn) { time.Sleep(2 * time.Second) }, kind: "timeout"},
 	}
 	for _, tt := range tests {

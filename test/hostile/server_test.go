@@ -1,11 +1,13 @@
 package hostile
 
 import (
+	"bufio"
 	"bytes"
 	"compress/flate"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math/rand"
 	"net"
 	"net/http"
@@ -260,3 +262,175 @@ func garbage(n int) string {
 	}
 	return string(b)
 }
+
+// rawServer speaks HTTP/1.1 by hand, for the misbehaviours net/http will not commit: each
+// case host (a label under domain) answers its robots.txt with 404, its root with links to
+// /bad and to normalPages plain pages, the plain pages with a small page, and /bad with the
+// case's misbehaviour, after which the connection is closed. The other answers keep the
+// connection alive, as a real server would.
+type rawServer struct {
+	rec   *recorder
+	ln    net.Listener
+	cases map[string]func(c net.Conn) // host label -> what /bad gets
+	robot map[string]func(c net.Conn) // host label -> what /robots.txt gets (404 when absent)
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+}
+
+// normalPages is how many plain pages each raw case host links besides /bad.
+const normalPages = 4
+
+func newRawServer(t *testing.T, rec *recorder) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{rec: rec, ln: ln, cases: map[string]func(net.Conn){}, robot: map[string]func(net.Conn){}, conns: map[net.Conn]bool{}}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start serves until Close (the case maps must be complete).
+func (s *rawServer) Start() {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := s.ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns[c] = true
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serve(c)
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+			}()
+		}
+	}()
+}
+
+func (s *rawServer) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the listener and every connection, and waits for their goroutines.
+func (s *rawServer) Close() {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *rawServer) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		label := hostLabel(req.Host)
+		s.rec.record(label, req.RequestURI, req.Header.Get("Authorization"))
+		bad, robots := s.cases[label], s.robot[label]
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		switch {
+		case bad == nil:
+			rawPage(c, 404, "no such case host")
+		case req.URL.Path == "/robots.txt" && robots != nil:
+			robots(c)
+			return
+		case req.URL.Path == "/robots.txt":
+			rawPage(c, 404, "")
+		case req.URL.Path == "/":
+			hrefs := []string{"/bad"}
+			for i := 1; i <= normalPages; i++ {
+				hrefs = append(hrefs, fmt.Sprintf("/n%d", i))
+			}
+			rawPage(c, 200, links(hrefs...))
+		case req.URL.Path == "/bad":
+			bad(c)
+			return
+		default:
+			rawPage(c, 200, "<html><body>a plain page</body></html>")
+		}
+	}
+}
+
+// rawPage writes a complete keep-alive response.
+func rawPage(c net.Conn, status int, body string) {
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", status, http.StatusText(status), len(body), body)
+}
+
+// writeSlowly writes s a byte every gap, until the peer goes or s ends.
+func writeSlowly(c net.Conn, s string, gap time.Duration) {
+	for i := 0; i < len(s); i++ {
+		if _, err := c.Write([]byte{s[i]}); err != nil {
+			return
+		}
+		time.Sleep(gap)
+	}
+}
+
+// Raw misbehaviours, each a /bad answer.
+var (
+	// A Content-Length larger than the body, then the connection closes.
+	shortBody = func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html>only this")
+	}
+	// Chunked framing with a chunk size that is no hex number.
+	badChunks = func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz9\r\nnot a chunk\r\n0\r\n\r\n")
+	}
+	// Headers and part of the body, then a TCP reset.
+	resetAfterHeaders = func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html>partial")
+		time.Sleep(50 * time.Millisecond)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // close sends RST
+		}
+	}
+	// 12 MiB of header lines, past the client's 10 MiB bound.
+	hugeHeaders = func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n")
+		line := "X-Filler: " + strings.Repeat("h", 1000) + "\r\n"
+		block := strings.Repeat(line, 1024)
+		for i := 0; i < 12; i++ {
+			if _, err := io.WriteString(c, block); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(c, "Content-Length: 2\r\n\r\nok")
+	}
+	// An HTTP/0.9 answer: the body alone, no status line, no headers.
+	http09 = func(c net.Conn) {
+		_, _ = io.WriteString(c, "<html><body>HTTP/0.9 was simpler <a href=\"/from09\">x</a></body></html>\n")
+	}
+	// 100 Continue, again and again, never a final response.
+	endlessContinue = func(c net.Conn) {
+		for i := 0; i < 1000; i++ {
+			if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// The status line and headers a byte every 100ms: past the header timeout.
+	slowHeaders = func(c net.Conn) {
+		writeSlowly(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: "+strings.Repeat("s", 200)+"\r\nContent-Length: 2\r\n\r\nok", 100*time.Millisecond)
+	}
+	// A body that drips far below fetch.min_rate.
+	dripBody = func(c net.Conn) {
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n")
+		writeSlowly(c, strings.Repeat("<p>drip</p>", 200), 50*time.Millisecond)
+	}
+)
