@@ -308,7 +308,7 @@ func cmdSynthweb(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "synthetic web: %d hosts, %d pages on %s\n", wc.Hosts, wc.Pages, *listen)
-	fmt.Fprintf(stdout, "crawl it with:\n  phasecrawl run --allow-private --allow-domain %s --resolve '%s=%s' --max-pages-per-host %d", wc.Domain, web.ResolvePattern(), *listen, webnode.MaxPagesPerHost)
+	fmt.Fprintf(stdout, "crawl it with:\n  phasecrawl run --allow-domain %s --resolve '%s=%s' --max-pages-per-host %d", wc.Domain, web.ResolvePattern(), *listen, webnode.MaxPagesPerHost)
 	for _, s := range web.Seeds() {
 		fmt.Fprintf(stdout, " --seed %s", s)
 	}
