@@ -46,6 +46,30 @@ func TestHardeningKeys(t *testing.T) {
 			}
 			return ""
 		}, ""},
+		{"allow_link_local default", []string{"--allow-private"}, nil, "", func(c Config) string {
+			if !c.AllowPrivate || c.Fetch.AllowLinkLocal {
+				return fmt.Sprintf("allow_private %v allow_link_local %v, want true and false", c.AllowPrivate, c.Fetch.AllowLinkLocal)
+			}
+			return ""
+		}, ""},
+		{"allow_link_local yaml", nil, nil, "fetch: {allow_link_local: true}\n", func(c Config) string {
+			if !c.Fetch.AllowLinkLocal || c.AllowPrivate {
+				return "fetch.allow_link_local not applied (or allow_private set with it)"
+			}
+			return ""
+		}, ""},
+		{"allow_link_local flag", []string{"--allow-link-local"}, nil, "", func(c Config) string {
+			if !c.Fetch.AllowLinkLocal {
+				return "--allow-link-local not applied"
+			}
+			return ""
+		}, ""},
+		{"allow_link_local env", nil, map[string]string{"PHASECRAWL_FETCH_ALLOW_LINK_LOCAL": "true"}, "", func(c Config) string {
+			if !c.Fetch.AllowLinkLocal {
+				return "PHASECRAWL_FETCH_ALLOW_LINK_LOCAL not applied"
+			}
+			return ""
+		}, ""},
 		{"min_rate range", nil, map[string]string{"PHASECRAWL_FETCH_MIN_RATE": "-1"}, "", nil, "fetch.min_rate=-1"},
 		{"rate_window range", nil, map[string]string{"PHASECRAWL_FETCH_RATE_WINDOW": "1ms"}, "", nil, "fetch.rate_window=1ms"},
 		{"max_redirects range", nil, nil, "fetch: {max_redirects: 101}\n", nil, "fetch.max_redirects=101"},
