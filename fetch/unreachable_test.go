@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 )
@@ -51,10 +52,13 @@ func TestHostUnreachable(t *testing.T) {
 		answer      func(c net.Conn) // nil: no server (a closed port)
 		scheme      string
 		lookupFails bool
-		kind        string
-		unreachable bool
+		// connectTimeout: the dial times out, as a net.Dialer's does (no packet is sent)
+		connectTimeout bool
+		kind           string
+		unreachable    bool
 	}{
 		{name: "connection refused", kind: "conn_refused", unreachable: true},
+		{name: "connect timeout", connectTimeout: true, kind: "timeout", unreachable: true},
 		{name: "DNS failure", lookupFails: true, kind: "dns", unreachable: true},
 		{name: "TLS handshake", scheme: "https", answer: write("HTTP/1.1 400 Bad Request\r\n\r\n"), kind: "tls", unreachable: true},
 		{name: "short body", answer: write("HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly this"), kind: "conn_reset"},
@@ -118,6 +122,11 @@ func TestHostUnreachable(t *testing.T) {
 				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 			}
 			c.cfg.Resolver = resolverFunc(c.lookup) // take the lookup path with AllowPrivate too
+			if tt.connectTimeout {
+				c.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: os.ErrDeadlineExceeded}
+				}
+			}
 			scheme := tt.scheme
 			if scheme == "" {
 				scheme = "http"
