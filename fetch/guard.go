@@ -28,7 +28,7 @@ func (e *PrivateAddressError) Error() string {
 	if e.LinkLocal {
 		return fmt.Sprintf("fetch: %s: address %s is link-local or a cloud metadata endpoint (refused; fetch.allow_link_local permits it)", e.Host, e.IP)
 	}
-	return fmt.Sprintf("fetch: %s: address %s is private/loopback/link-local (refused; --allow-private permits it)", e.Host, e.IP)
+	return fmt.Sprintf("fetch: %s: address %s is private or loopback (refused; --allow-private or a --resolve rule naming it permits it)", e.Host, e.IP)
 }
 
 // Is makes errors.Is(err, ErrPrivateAddress) true.
@@ -80,17 +80,17 @@ func guardAddr(ip netip.Addr) netip.Addr {
 	return ip
 }
 
-// IsLinkLocalAddr reports whether ip is link-local (169.254.0.0/16,
-// fe80::/10, link-local multicast) or a cloud metadata endpoint
-// (169.254.169.254, fd00:ec2::254): the addresses --allow-private does not
-// open (fetch.allow_link_local does). IPv4-mapped and NAT64 addresses are
-// judged by the embedded IPv4 address.
+// IsLinkLocalAddr reports whether ip is a link-local unicast address
+// (169.254.0.0/16, fe80::/10) or a cloud metadata endpoint (169.254.169.254,
+// fd00:ec2::254): the addresses --allow-private does not open
+// (fetch.allow_link_local does). IPv4-mapped and NAT64 addresses are judged
+// by the embedded IPv4 address. Multicast is not: IsPrivateAddr has it.
 func IsLinkLocalAddr(ip netip.Addr) bool {
 	if !ip.IsValid() {
 		return false
 	}
 	ip = guardAddr(ip)
-	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() {
+	if ip.IsLinkLocalUnicast() {
 		return true
 	}
 	for _, p := range guardLinkLocal {

@@ -77,7 +77,7 @@ func TestGuardCheck(t *testing.T) {
 		{"8.8.8.8", none}, {"2606:4700:4700::1111", none},
 		{"127.0.0.1", priv}, {"::1", priv}, {"10.1.2.3", priv}, {"fd12:3456::1", priv}, {"::ffff:127.0.0.1", priv},
 		{"169.254.169.254", link}, {"169.254.0.1", link}, {"fe80::1", link}, {"fd00:ec2::254", link},
-		{"::ffff:169.254.169.254", link}, {"64:ff9b::a9fe:a9fe", link}, {"ff02::1", link},
+		{"::ffff:169.254.169.254", link}, {"64:ff9b::a9fe:a9fe", link}, {"ff02::1", priv}, {"224.0.0.1", priv},
 	}
 	for _, a := range addrs {
 		ip := netip.MustParseAddr(a.ip)
