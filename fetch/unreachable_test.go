@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +56,7 @@ func TestHostUnreachable(t *testing.T) {
 		lookupFails bool
 		// connectTimeout: the dial times out, as a net.Dialer's does (no packet is sent)
 		connectTimeout bool
+		headerTimeout  time.Duration // 0: 500ms
 		kind           string
 		unreachable    bool
 	}{
@@ -85,6 +88,16 @@ func TestHostUnreachable(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}, kind: "timeout"},
+		{name: "huge headers", answer: func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			line := "X-Filler: " + strings.Repeat("h", 1<<20) + "\r\n"
+			for i := 0; i < 12; i++ {
+				if _, err := io.WriteString(c, line); err != nil {
+					return
+				}
+			}
+		}, kind: "other", headerTimeout: 10 * time.Second},
+		{name: "HTTP/0.9", answer: write("<html>no status line, no headers</html>\n"), kind: "other"},
 		{name: "slow headers", answer: func(c net.Conn) {
 			for _, b := range []byte("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 2\r\n\r\nok") {
 				if _, err := c.Write([]byte{b}); err != nil {
@@ -98,7 +111,7 @@ func TestHostUnreachable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testClientConfig()
-			cfg.HeaderTimeout = 500 * time.Millisecond
+			cfg.HeaderTimeout = cmp.Or(tt.headerTimeout, 500*time.Millisecond)
 			cfg.BodyTimeout = time.Second
 			cfg.MinRate = 1000
 			cfg.RateWindow = 200 * time.Millisecond
