@@ -501,6 +501,7 @@ func TestHostileWeb(t *testing.T) {
 	if os.Getenv(netnsEnv) == "1" {
 		onlyLoopback(t)
 		hostileWeb(t)
+		t.Run("allow-private keeps link-local closed", allowPrivateKeepsLinkLocal)
 		return
 	}
 	why := ""

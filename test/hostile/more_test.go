@@ -1,15 +1,26 @@
 package hostile
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/launch"
+	"github.com/phasecrawl/phasecrawl/node"
 )
 
 const (
@@ -282,3 +293,63 @@ func moreCases(t *testing.T, srv *web, raw *rawServer, webAddr string) []hostile
 
 // escapeHosts are the scope.allow_hosts entries that let the escape case's links reach the guard.
 var escapeHosts = []string{"127.0.0.1", "169.254.169.254", "[fd00:ec2::254]", "[fe80::1]"}
+
+// allowPrivateKeepsLinkLocal crawls with --allow-private: loopback opens, link-local and
+// metadata addresses stay refused (fetch.allow_link_local is off), before any connection.
+// It runs in the suite's network namespace.
+func allowPrivateKeepsLinkLocal(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		html(w, "loopback page")
+	}))
+	defer srv.Close()
+	refused := []string{"http://169.254.169.254/latest/meta-data/", "http://[fd00:ec2::254]/latest/meta-data/", "http://[fe80::1]/"}
+	c := config.Default()
+	c.Name = "allow-private"
+	c.Data = filepath.Join(t.TempDir(), "data")
+	c.HTTP = "127.0.0.1:0"
+	c.AllowPrivate = true
+	c.Seeds = append([]string{srv.URL + "/page"}, refused...)
+	c.Delay = time.Millisecond
+	c.Workers = 4
+	c.Fetch.ConnectTimeout = time.Second
+	c.Bucket.MaxQueueWait = 20 * time.Millisecond
+	n, err := launch.New(c, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !n.Done() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	reasons := map[string]archive.LogEntry{}
+	if _, err := archive.ReadCrawlLog(filepath.Join(c.Data, "crawl.log"), func(e archive.LogEntry) error {
+		reasons[e.URL] = e
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if e := reasons[srv.URL+"/page"]; e.Reason != "ok" {
+		t.Errorf("loopback page with --allow-private: %+v, want ok", e)
+	}
+	for _, u := range refused {
+		if e := reasons[u]; e.Reason != "private_address" || !strings.Contains(e.Error, "fetch.allow_link_local") {
+			t.Errorf("%s with --allow-private: %+v, want private_address naming fetch.allow_link_local", u, e)
+		}
+	}
+	if h := hits.Load(); h != 2 {
+		t.Errorf("the loopback server got %d requests, want 2 (robots.txt and the page)", h)
+	}
+}
