@@ -390,3 +390,33 @@ func TestDeadLaneSilentHosts(t *testing.T) {
 		t.Errorf("slow host %s still inactive after it answered", slowAddr)
 	}
 }
+
+// A first contact's connect timeout: factor × floor while the node has seen
+// fewer than minNodeTimes connects, then factor × the longest of its last
+// ones, at least floor; none for a host that answered.
+func TestFirstConnect(t *testing.T) {
+	const factor, floor = 4, 250 * time.Millisecond
+	h := newHostTimes()
+	want := func(step string, host string, wantD time.Duration, wantOK bool) {
+		t.Helper()
+		if d, ok := h.firstConnect(host, factor, floor); d != wantD || ok != wantOK {
+			t.Errorf("%s: first connect of %s = %s %v, want %s %v", step, host, d, ok, wantD, wantOK)
+		}
+	}
+	want("cold", "new", factor*floor, true)
+	for i := 0; i < minNodeTimes-1; i++ {
+		h.answer(fmt.Sprintf("h%d", i), time.Millisecond)
+	}
+	want("7 connects", "new", factor*floor, true)
+	h.answer("h7", 0) // a reused connection: no connect time
+	want("still 7 connects", "new", factor*floor, true)
+	h.answer("h8", 2*time.Millisecond)
+	want("8 fast connects", "new", floor, true)
+	want("answered", "h7", 0, false)
+	h.answer("far", 400*time.Millisecond)
+	want("one slow connect", "new", factor*400*time.Millisecond, true)
+	for i := 0; i < timesWindow; i++ {
+		h.answer("h0", time.Millisecond)
+	}
+	want("the slow connect out of the window", "new", floor, true)
+}
