@@ -221,11 +221,11 @@ func deadLaneRun(b *testing.B, tf time.Duration, lane int, adaptive bool, deadHo
 // live pages of a small node. 200 live hosts of 10 pages (each answered
 // after 5 ms) and 20 dead hosts are crawled with the default timeouts; the
 // dead hosts are seeds among the live ones (every eleventh) and each is
-// linked from ten live pages. "silent": the dead hosts accept nothing (a
-// full listen queue, silentListener), so a connect waits for its timeout;
-// "fail-fast": they refuse the connection at once (a closed port); "off":
-// silent with fetch.adaptive_connect off (every first contact has the
-// full 15 s connect timeout). The figure is the live pages' t95: the 95th
+// linked from the first page of ten live hosts. "silent": the dead hosts
+// accept nothing (a full listen queue, silentListener), so a connect waits
+// for its timeout; "fail-fast": they refuse the connection at once (a
+// closed port); "off": silent with fetch.adaptive_connect off (every
+// first contact has the full 15 s connect timeout). The figure is the live pages' t95: the 95th
 // percentile of the times at which the live pages were served, from the
 // first request, by the web servers' own records. Each arm runs
 // deadLaneReps times (interleaved; "off" once) and its median is kept.
@@ -310,9 +310,9 @@ func silentRun(b *testing.B, workers int, silent, adaptiveConnect bool) time.Dur
 				for i := 0; i < silentPages; i++ {
 					fmt.Fprintf(w, `<a href="/p%d">p</a>`, i)
 				}
-			} else {
-				// A dead link: live host h's pages link to dead host h%silentDead.
-				fmt.Fprintf(w, `<a href="http://%s/from%d%s">dead</a>`, dead[h%silentDead], h, r.URL.Path)
+			} else if r.URL.Path == "/p0" {
+				// A dead link: live host h's first page links to dead host h%silentDead.
+				fmt.Fprintf(w, `<a href="http://%s/from%d">dead</a>`, dead[h%silentDead], h)
 			}
 			mu.Lock()
 			key := fmt.Sprintf("%d%s", h, r.URL.Path)
