@@ -233,6 +233,12 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		raw, err = c.dialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
+		if dctx != ctx && dctx.Err() != nil && ctx.Err() == nil {
+			// The request's own shorter connect timeout ran out (in the
+			// name's lookup, the dial or a proxy's): a timeout, whatever
+			// the step it cut says (a resolver reports a failed lookup).
+			err = fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
+		}
 		return nil, fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, connectError{err})
 	}
 	conn := raw

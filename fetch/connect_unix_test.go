@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"syscall"
 	"testing"
 	"time"
@@ -42,8 +43,18 @@ func silentAddr(t *testing.T) string {
 	return addr
 }
 
+// blockingResolver answers no lookup before its context ends, then fails
+// it as a resolver does (not as a timeout).
+type blockingResolver struct{}
+
+func (blockingResolver) LookupNetIP(ctx context.Context, _, host string) ([]netip.Addr, error) {
+	<-ctx.Done()
+	return nil, &net.DNSError{Err: "lookup gave up", Name: host, IsTemporary: true}
+}
+
 // InConnect tells a failure to open the connection (a connect timeout, a
-// refusal) from one after it (a header timeout); ConnectTime is set on a
+// refusal) from one after it (a header timeout); a shortened connect
+// timeout that runs out in the lookup is a timeout too; ConnectTime is set on a
 // new connection and 0 on a reused one.
 func TestInConnect(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,21 +72,26 @@ func TestInConnect(t *testing.T) {
 	refused := closed.Addr().String()
 	closed.Close()
 	cl := newTestClient(t, testClientConfig())
+	slowDNS := testClientConfig()
+	slowDNS.Resolver = blockingResolver{}
+	slowCl := newTestClient(t, slowDNS)
 	tests := []struct {
+		cl        *Client
 		name, url string
 		to        Timeouts
 		wantKind  string
 		inConnect bool
 	}{
-		{"connect timeout", "http://" + silentAddr(t) + "/", Timeouts{Connect: 100 * time.Millisecond}, "timeout", true},
-		{"refused", "http://" + refused + "/", Timeouts{}, "conn_refused", true},
-		{"header timeout", srv.URL + "/hang", Timeouts{Header: 50 * time.Millisecond}, "timeout", false},
+		{cl, "connect timeout", "http://" + silentAddr(t) + "/", Timeouts{Connect: 100 * time.Millisecond}, "timeout", true},
+		{slowCl, "connect timeout in the lookup", "http://slow.invalid/", Timeouts{Connect: 100 * time.Millisecond}, "timeout", true},
+		{cl, "refused", "http://" + refused + "/", Timeouts{}, "conn_refused", true},
+		{cl, "header timeout", srv.URL + "/hang", Timeouts{Header: 50 * time.Millisecond}, "timeout", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // bounds the test, never reached
 			defer cancel()
-			_, err := cl.Fetch(WithTimeouts(ctx, tc.to), tc.url)
+			_, err := tc.cl.Fetch(WithTimeouts(ctx, tc.to), tc.url)
 			if got := ErrorKind(err); got != tc.wantKind {
 				t.Fatalf("error kind %q (%v), want %q", got, err, tc.wantKind)
 			}
