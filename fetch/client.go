@@ -138,7 +138,7 @@ type Response struct {
 	RequestDump []byte        // the request as sent (request line, Host, headers, blank line); for WARC
 	Proto       string        // e.g. "HTTP/1.1"
 	IP          string        // remote IP of the connection used
-	ConnectTime time.Duration // how long opening the connection took (connect and TLS); 0 on a reused connection
+	ConnectTime time.Duration // how long opening the connection took (lookup, connect, TLS); 0 on a reused connection
 
 	bufs [2][]byte // the buffers RawBody and Body were read into (Release)
 }

@@ -55,8 +55,9 @@ type pconn struct {
 	elem  *list.Element // in the pool's LRU while idle
 	timer *time.Timer   // closes it after idleConnTimeout idle
 	ip    string
-	// dialed is how long opening the connection took (connect and TLS
-	// handshake), until its first request has been answered; 0 after.
+	// dialed is how long opening the connection took (the name's lookup,
+	// connect, TLS handshake), until its first request has been answered;
+	// 0 after.
 	dialed time.Duration
 	// forward: the connection goes to a forward proxy, which takes
 	// requests in absolute form with proxyAuth (proxy.go).
