@@ -306,8 +306,9 @@ func (c *Client) exchange(ctx context.Context, s *hostSlot, req *http.Request, d
 	}
 }
 
-// connectError marks an error met while opening a connection (dial, or
-// TLS handshake), before any byte of a request was sent: InConnect.
+// connectError marks an error met while opening a connection (the name's
+// lookup, the dial, the TLS handshake), before any byte of a request was
+// sent: InConnect.
 type connectError struct{ err error }
 
 func (e connectError) Error() string { return e.err.Error() }

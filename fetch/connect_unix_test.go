@@ -54,8 +54,8 @@ func (blockingResolver) LookupNetIP(ctx context.Context, _, host string) ([]neti
 
 // InConnect tells a failure to open the connection (a connect timeout, a
 // refusal) from one after it (a header timeout); a shortened connect
-// timeout that runs out in the lookup is a timeout too; ConnectTime is set on a
-// new connection and 0 on a reused one.
+// timeout that runs out in the lookup is a timeout too; ConnectTime is set
+// on a new connection and 0 on a reused one.
 func TestInConnect(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hang" {
