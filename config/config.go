@@ -307,6 +307,14 @@ type Fetch struct {
 	// live workers use them: a URL cut by one is retried in the dead-link
 	// lane with the full timeouts (and without using up a try). Default false.
 	AdaptiveTimeouts bool `yaml:"adaptive_timeouts"`
+	// AdaptiveConnect bounds the connect of a first contact (a host that
+	// has not answered the node yet) by AdaptiveFactor times the longest of
+	// the node's last 32 connect times, at least AdaptiveFloor (AdaptiveFactor
+	// × AdaptiveFloor until the node has seen 8 connects), at most
+	// connect_timeout: a host that accepts nothing holds a live worker that
+	// long. A cut host is tried again in the dead-link lane with the full
+	// timeouts, without using up a try. Needs the lane. Default true.
+	AdaptiveConnect bool `yaml:"adaptive_connect"`
 	// AdaptiveFactor multiplies the observed response time. Default 4, valid 1..100.
 	AdaptiveFactor int `yaml:"adaptive_factor"`
 	// AdaptiveFloor is the shortest derived timeout. Default 250ms, valid 1ms..10m.
@@ -456,6 +464,7 @@ func Default() Config {
 			MaxIdleConns:   4096,
 
 			InactiveWorkers: -1,
+			AdaptiveConnect: true,
 			AdaptiveFactor:  4,
 			AdaptiveFloor:   250 * time.Millisecond,
 			BackoffMax:      10 * time.Minute,

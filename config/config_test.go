@@ -135,9 +135,9 @@ func TestPrecedence(t *testing.T) {
 			return ""
 		}, ""},
 		{"dead-link and back-off defaults", nil, nil, func(c Config) string {
-			if f := c.Fetch; f.InactiveLane(c.Workers) != 25 || f.AdaptiveTimeouts || f.AdaptiveFactor != 4 || f.AdaptiveFloor != 250*time.Millisecond ||
+			if f := c.Fetch; f.InactiveLane(c.Workers) != 25 || f.AdaptiveTimeouts || !f.AdaptiveConnect || f.AdaptiveFactor != 4 || f.AdaptiveFloor != 250*time.Millisecond ||
 				f.BackoffMax != 10*time.Minute || f.ParkAfter != 6 || f.ParkDuration != time.Hour {
-				return fmt.Sprintf("lane %d adaptive %v ×%d floor %s backoff_max %s park %d/%s", f.InactiveLane(c.Workers), f.AdaptiveTimeouts, f.AdaptiveFactor, f.AdaptiveFloor, f.BackoffMax, f.ParkAfter, f.ParkDuration)
+				return fmt.Sprintf("lane %d adaptive %v connect %v ×%d floor %s backoff_max %s park %d/%s", f.InactiveLane(c.Workers), f.AdaptiveTimeouts, f.AdaptiveConnect, f.AdaptiveFactor, f.AdaptiveFloor, f.BackoffMax, f.ParkAfter, f.ParkDuration)
 			}
 			return ""
 		}, ""},
@@ -147,9 +147,9 @@ func TestPrecedence(t *testing.T) {
 		{"backoff_max range", nil, map[string]string{"PHASECRAWL_FETCH_BACKOFF_MAX": "100ms"}, nil, "fetch.backoff_max=100ms: must be in 1s..24h"},
 		{"park_after range", nil, map[string]string{"PHASECRAWL_FETCH_PARK_AFTER": "0"}, nil, "fetch.park_after=0: must be in 1..1000"},
 		{"park_duration range", nil, map[string]string{"PHASECRAWL_FETCH_PARK_DURATION": "200h"}, nil, "fetch.park_duration=200h0m0s: must be in 1s..168h"},
-		{"adaptive from env", nil, map[string]string{"PHASECRAWL_FETCH_ADAPTIVE_TIMEOUTS": "true", "PHASECRAWL_FETCH_INACTIVE_WORKERS": "0"}, func(c Config) string {
-			if !c.Fetch.AdaptiveTimeouts || c.Fetch.InactiveLane(c.Workers) != 0 {
-				return "fetch.adaptive_timeouts / inactive_workers not applied"
+		{"adaptive from env", nil, map[string]string{"PHASECRAWL_FETCH_ADAPTIVE_TIMEOUTS": "true", "PHASECRAWL_FETCH_ADAPTIVE_CONNECT": "false", "PHASECRAWL_FETCH_INACTIVE_WORKERS": "0"}, func(c Config) string {
+			if !c.Fetch.AdaptiveTimeouts || c.Fetch.AdaptiveConnect || c.Fetch.InactiveLane(c.Workers) != 0 {
+				return "fetch.adaptive_timeouts / adaptive_connect / inactive_workers not applied"
 			}
 			return ""
 		}, ""},

@@ -139,6 +139,7 @@ type Response struct {
 	RequestDump []byte        // the request as sent (request line, Host, headers, blank line); for WARC
 	Proto       string        // e.g. "HTTP/1.1"
 	IP          string        // remote IP of the connection used
+	ConnectTime time.Duration // how long opening the connection took (lookup, connect, TLS); 0 on a reused connection
 
 	bufs [2][]byte // the buffers RawBody and Body were read into (Release)
 }
@@ -434,6 +435,7 @@ func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Condi
 		Proto:       resp.Proto,
 		RequestDump: dump,
 		IP:          pc.ip,
+		ConnectTime: pc.dialed,
 	}
 	r.bufs[0] = raw
 	if int64(len(raw)) > max {

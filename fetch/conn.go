@@ -55,6 +55,10 @@ type pconn struct {
 	elem  *list.Element // in the pool's LRU while idle
 	timer *time.Timer   // closes it after idleConnTimeout idle
 	ip    string
+	// dialed is how long opening the connection took (the name's lookup,
+	// connect, TLS handshake), until its first request has been answered;
+	// 0 after.
+	dialed time.Duration
 	// forward: the connection goes to a forward proxy, which takes
 	// requests in absolute form with proxyAuth (proxy.go).
 	forward   bool
@@ -208,6 +212,7 @@ func (p *connPool) closeIdle() {
 // connect opens a connection to u's host (resolve rules, private-address
 // guard, connect timeout; TLS for https within the connect timeout).
 func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSlot) (*pconn, error) {
+	start := time.Now()
 	connectTimeout, _ := c.timeouts(ctx)
 	dctx := ctx
 	if connectTimeout < c.cfg.ConnectTimeout {
@@ -229,7 +234,13 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		raw, err = c.dialContext(dctx, "tcp", addr)
 	}
 	if err != nil {
-		return nil, &unreachableError{fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, err)}
+		if dctx != ctx && dctx.Err() != nil && ctx.Err() == nil {
+			// The request's own shorter connect timeout ran out (in the
+			// name's lookup, the dial or a proxy's): a timeout, whatever
+			// the step it cut says (a resolver reports a failed lookup).
+			err = fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
+		}
+		return nil, fmt.Errorf("fetch: GET %s: dial %s: %w", u.Redacted(), addr, connectError{err})
 	}
 	conn := raw
 	if u.Scheme == "https" {
@@ -241,11 +252,11 @@ func (c *Client) connect(ctx context.Context, u *url.URL, addr string, s *hostSl
 		cancel()
 		if err != nil {
 			raw.Close()
-			return nil, &unreachableError{fmt.Errorf("fetch: GET %s: TLS handshake: %w", u.Redacted(), err)}
+			return nil, fmt.Errorf("fetch: GET %s: TLS handshake: %w", u.Redacted(), connectError{err})
 		}
 		conn = tc
 	}
-	pc := &pconn{conn: conn, slot: s, forward: forward, proxyAuth: auth}
+	pc := &pconn{conn: conn, slot: s, forward: forward, proxyAuth: auth, dialed: time.Since(start)}
 	pc.cr.r = conn
 	pc.br = bufio.NewReaderSize(&pc.cr, 4096)
 	pc.ip = conn.RemoteAddr().String()
@@ -266,6 +277,9 @@ func (c *Client) exchange(ctx context.Context, s *hostSlot, req *http.Request, d
 	for attempt := 0; ; attempt++ {
 		pc := c.pool.take(s)
 		reused := pc != nil
+		if reused {
+			pc.dialed = 0
+		}
 		if pc == nil {
 			var err error
 			if pc, err = c.connect(ctx, req.URL, addr, s); err != nil {
@@ -290,6 +304,23 @@ func (c *Client) exchange(ctx context.Context, s *hostSlot, req *http.Request, d
 		}
 		return nil, nil, fmt.Errorf("fetch: GET %s: %w", req.URL.Redacted(), err)
 	}
+}
+
+// connectError marks an error met while opening a connection (the name's
+// lookup, the dial, the TLS handshake), before any byte of a request was
+// sent: InConnect.
+type connectError struct{ err error }
+
+func (e connectError) Error() string { return e.err.Error() }
+func (e connectError) Unwrap() error { return e.err }
+
+// InConnect reports whether a Fetch error was met while opening the
+// connection (resolving, dialling, the TLS handshake): the host was not
+// reached, and no request was sent. A connect timeout is such an error; a
+// header or body timeout is not.
+func InConnect(err error) bool {
+	var ce connectError
+	return errors.As(err, &ce)
 }
 
 // portOf returns the port of HOST:PORT ("" when there is none).

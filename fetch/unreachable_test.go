@@ -157,7 +157,7 @@ func TestHostUnreachable(t *testing.T) {
 		})
 	}
 	for _, err := range []error{nil, errors.New("x"), context.Canceled,
-		&unreachableError{&PrivateAddressError{Host: "h", IP: netip.MustParseAddr("127.0.0.1")}}} {
+		connectError{&PrivateAddressError{Host: "h", IP: netip.MustParseAddr("127.0.0.1")}}} {
 		if HostUnreachable(err) {
 			t.Errorf("HostUnreachable(%v) = true", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -214,4 +215,161 @@ func deadLaneRun(b *testing.B, tf time.Duration, lane int, adaptive bool, deadHo
 	mu.Lock()
 	defer mu.Unlock()
 	return deadLaneResult{elapsed: last.Sub(first), live: want, dead: deadHosts * deadLaneDeadPages}
+}
+
+// BenchmarkDeadLaneSilent measures what hosts that never answer cost the
+// live pages of a small node. 200 live hosts of 10 pages (each answered
+// after 5 ms) and 20 dead hosts are crawled with the default timeouts; the
+// dead hosts are seeds among the live ones (every eleventh) and each is
+// linked from the first page of ten live hosts. "silent": the dead hosts
+// accept nothing (a full listen queue, silentListener), so a connect waits
+// for its timeout; "fail-fast": they refuse the connection at once (a
+// closed port); "off": silent with fetch.adaptive_connect off (every
+// first contact has the full 15 s connect timeout). The figure is the live pages' t95: the 95th
+// percentile of the times at which the live pages were served, from the
+// first request, by the web servers' own records. Each arm runs
+// deadLaneReps times (interleaved; "off" once) and its median is kept.
+// Run:
+//
+//	go test -run '^$' -bench DeadLaneSilent -benchtime 1x -timeout 30m ./node/
+func BenchmarkDeadLaneSilent(b *testing.B) {
+	for _, workers := range []int{16, 64, 256} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				var silent, fast []time.Duration
+				for r := 0; r < deadLaneReps; r++ {
+					fast = append(fast, silentRun(b, workers, false, true))
+					silent = append(silent, silentRun(b, workers, true, true))
+				}
+				off := silentRun(b, workers, true, false)
+				ts, tf := medianDuration(silent), medianDuration(fast)
+				ratio, ratioOff := ts.Seconds()/tf.Seconds(), off.Seconds()/tf.Seconds()
+				b.ReportMetric(ts.Seconds(), "t95_silent_s")
+				b.ReportMetric(tf.Seconds(), "t95_failfast_s")
+				b.ReportMetric(ratio, "ratio")
+				b.ReportMetric(off.Seconds(), "t95_off_s")
+				b.ReportMetric(ratioOff, "ratio_off")
+				b.Logf("| %d | %v | %v | **%.2f** | %v | %.2f |", workers, tf.Round(10*time.Millisecond), ts.Round(10*time.Millisecond), ratio,
+					off.Round(10*time.Millisecond), ratioOff)
+			}
+		})
+	}
+}
+
+const (
+	silentLive  = 200 // live hosts
+	silentPages = 9   // pages per live host, besides its /
+	silentDead  = 20  // dead hosts
+)
+
+func medianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// silentRun crawls the web of BenchmarkDeadLaneSilent once and returns the
+// live pages' t95. silent: the dead hosts accept nothing (else they refuse
+// at once); adaptiveConnect: fetch.adaptive_connect.
+func silentRun(b *testing.B, workers int, silent, adaptiveConnect bool) time.Duration {
+	b.Helper()
+	var mu sync.Mutex
+	var first time.Time
+	at := map[string]time.Time{} // live page -> when it was first served
+	var dead []string
+	for d := 0; d < silentDead; d++ {
+		if silent {
+			dead = append(dead, silentHost(b))
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		dead = append(dead, ln.Addr().String())
+		ln.Close() // a closed port: refused at once
+	}
+	var seeds, hosts []string
+	hosts = append(hosts, dead...)
+	for h := 0; h < silentLive; h++ {
+		h := h
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := time.Now()
+			mu.Lock()
+			if first.IsZero() {
+				first = now
+			}
+			mu.Unlock()
+			if r.URL.Path == "/robots.txt" {
+				http.NotFound(w, r)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+			w.Header().Set("Content-Type", "text/html")
+			if r.URL.Path == "/" {
+				for i := 0; i < silentPages; i++ {
+					fmt.Fprintf(w, `<a href="/p%d">p</a>`, i)
+				}
+			} else if r.URL.Path == "/p0" {
+				// A dead link: live host h's first page links to dead host h%silentDead.
+				fmt.Fprintf(w, `<a href="http://%s/from%d">dead</a>`, dead[h%silentDead], h)
+			}
+			mu.Lock()
+			key := fmt.Sprintf("%d%s", h, r.URL.Path)
+			if _, ok := at[key]; !ok {
+				at[key] = time.Now()
+			}
+			mu.Unlock()
+		}))
+		b.Cleanup(srv.Close)
+		hosts = append(hosts, srv.Listener.Addr().String())
+		seeds = append(seeds, srv.URL+"/")
+		if h%(silentLive/silentDead) == silentLive/silentDead-1 {
+			seeds = append(seeds, "http://"+dead[h/(silentLive/silentDead)]+"/")
+		}
+	}
+	c := config.Default()
+	c.Name, c.Data, c.HTTP, c.AllowPrivate = "bench", b.TempDir(), "127.0.0.1:0", true
+	c.Delay = 0 // the workers bound the crawl, not the hosts' delays
+	c.Workers = workers
+	c.Fetch.AdaptiveConnect = adaptiveConnect
+	c.ShutdownTimeout = 0 // the dead hosts' requests in flight are cut at the end of the run
+	c.WARC.Enabled = false
+	c.Seeds = seeds
+	c.Scope.AllowHosts = hosts
+	n, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	want := silentLive * (silentPages + 1)
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		mu.Lock()
+		k := len(at)
+		mu.Unlock()
+		if k >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			b.Fatalf("workers %d silent %v: %d of %d live pages served", workers, silent, k, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	times := make([]time.Duration, 0, len(at))
+	for _, t := range at {
+		times = append(times, t.Sub(first))
+	}
+	slices.Sort(times)
+	return times[len(times)*95/100]
 }

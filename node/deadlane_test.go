@@ -212,7 +212,9 @@ func TestAdaptiveTimeoutsSlowHost(t *testing.T) {
 	c.Fetch.InactiveWorkers = 1
 	c.Fetch.AdaptiveTimeouts = true
 	c.Fetch.AdaptiveFloor = 20 * time.Millisecond
-	c.Fetch.HeaderTimeout = time.Second
+	// The dead host's robots.txt is cut only while 4× the node's longest
+	// answer is under the header timeout: room for a loaded machine.
+	c.Fetch.HeaderTimeout = 2 * time.Second
 	c.Fetch.RetryBackoff = 0
 	c.Robots.ErrorTTL = time.Second
 	n, stop := start(t, c)
@@ -236,4 +238,187 @@ func TestAdaptiveTimeoutsSlowHost(t *testing.T) {
 	if got := labelledCounter(t, n, "phasecrawl_host_trips_total", "inactive"); got < 1 {
 		t.Errorf("inactive lane trips = %g: the dead host never reached the lane", got)
 	}
+}
+
+// countingSite serves / linking to /p0../p(pages-1), each page linking to
+// each of extra, and counts the requests of each path (robots.txt: 404).
+func countingSite(pages int, extra []string) (http.Handler, func(path string) int) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/" {
+			for i := 0; i < pages; i++ {
+				fmt.Fprintf(w, `<a href="/p%d">p</a>`, i)
+			}
+			return
+		}
+		for _, u := range extra {
+			fmt.Fprintf(w, `<a href="%s">x</a>`, u)
+		}
+		fmt.Fprint(w, "page")
+	})
+	return h, func(path string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return hits[path]
+	}
+}
+
+// Hosts that accept nothing on a node with fewer workers than such hosts
+// (fetch.adaptive_connect, on by default): each first contact is cut after
+// the connect timeout derived from the node's own connect times, and the
+// host goes to the dead-link lane. Every live page is fetched exactly once
+// and COMPLETED ok; every URL of the silent hosts ends STALLED after a try
+// of the lane with the full connect timeout (none lost, none COMPLETED
+// without a try); a host that is slow to connect at first (its listen queue
+// full until its first contact was cut) is cut too, then crawled from the
+// lane, every page ok in one try and fetched once.
+func TestDeadLaneSilentHosts(t *testing.T) {
+	var silent, silentURLs []string
+	for i := 0; i < 2; i++ {
+		h := silentHost(t)
+		silent = append(silent, h)
+		silentURLs = append(silentURLs, "http://"+h+"/", "http://"+h+"/x")
+	}
+	var live []*httptest.Server
+	var liveHits []func(string) int
+	for i := 0; i < 3; i++ {
+		h, hits := countingSite(4, []string{"http://" + silent[i%2] + "/x"})
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		live, liveHits = append(live, srv), append(liveHits, hits)
+	}
+	slowAddr, listen := silentListener(t)
+	slowHandler, slowHits := countingSite(3, nil)
+	// The slow host accepts from 1.2 s on: a connect before then waits
+	// for a SYN sent again (after 1 s, then 3 s more).
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		if ln := listen(); ln != nil {
+			srv := &http.Server{Handler: slowHandler}
+			t.Cleanup(func() { srv.Close() })
+			go srv.Serve(ln)
+		}
+	}()
+	c := testConfig(t, live[0])
+	c.Seeds = []string{live[0].URL + "/", "http://" + silent[0] + "/", "http://" + slowAddr + "/", live[1].URL + "/", "http://" + silent[1] + "/", live[2].URL + "/"}
+	c.Scope.AllowHosts = append([]string{slowAddr}, silent...)
+	for _, s := range live {
+		c.Scope.AllowHosts = append(c.Scope.AllowHosts, hostOf(s.URL))
+	}
+	c.Workers = 2
+	c.Fetch.InactiveWorkers = 3
+	c.Fetch.ConnectTimeout = 4 * time.Second
+	c.Fetch.HeaderTimeout = 2 * time.Second
+	c.Fetch.AdaptiveFloor = 50 * time.Millisecond // 200ms for a first contact until 8 connects
+	c.Fetch.MaxTries = 3
+	c.Fetch.RetryBackoff = time.Hour // a silent URL stays STALLED after its first try
+	c.ShutdownTimeout = 0
+	if !c.Fetch.AdaptiveConnect {
+		t.Fatal("fetch.adaptive_connect is off by default")
+	}
+	n, stop := start(t, c)
+	defer stop()
+	get := func(u string) frontier.Record {
+		r, _, _ := n.Frontier().Get(frontier.RefOf(u))
+		return r
+	}
+	paths := append([]string{"/"}, pagePaths(4)...)
+	waitFor(t, "live pages, the slow host and a try of every silent URL", func() bool {
+		for _, s := range live {
+			for _, p := range paths {
+				if get(s.URL+p).State != frontier.Completed {
+					return false
+				}
+			}
+		}
+		for _, p := range append([]string{"/"}, pagePaths(3)...) {
+			if get("http://"+slowAddr+p).State != frontier.Completed {
+				return false
+			}
+		}
+		for _, u := range silentURLs {
+			if get(u).Tries == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, s := range live {
+		for _, p := range paths {
+			if r := get(s.URL + p); r.Reason != "ok" || r.Tries != 1 {
+				t.Errorf("live %s%s: %+v, want ok in 1 try", s.URL, p, r)
+			}
+			if k := liveHits[i](p); k != 1 {
+				t.Errorf("live %s%s requested %d times, want once", s.URL, p, k)
+			}
+		}
+	}
+	for _, p := range append([]string{"/"}, pagePaths(3)...) {
+		if r := get("http://" + slowAddr + p); r.Reason != "ok" || r.Tries != 1 {
+			t.Errorf("slow-to-connect %s: %+v, want ok in 1 try", p, r)
+		}
+		if k := slowHits(p); k != 1 {
+			t.Errorf("slow-to-connect %s requested %d times, want once", p, k)
+		}
+	}
+	for _, u := range silentURLs {
+		r, ok, err := n.Frontier().Get(frontier.RefOf(u))
+		if err != nil || !ok || r.State != frontier.Stalled || r.Tries != 1 || (r.Reason != "robots_unavailable" && r.Reason != "timeout") {
+			t.Errorf("silent %s: %+v %v %v, want STALLED after 1 try (robots_unavailable or timeout)", u, r, ok, err)
+		}
+	}
+	// Each silent host and the slow one: a first contact cut, then the lane.
+	if got := counterValue(t, n, "phasecrawl_adaptive_timeouts_total"); got < 3 {
+		t.Errorf("adaptive timeout cuts = %g, want at least 3 (two silent hosts, the slow one)", got)
+	}
+	if got := labelledCounter(t, n, "phasecrawl_host_trips_total", "inactive"); got < 3 {
+		t.Errorf("inactive lane trips = %g, want at least 3", got)
+	}
+	for _, h := range silent {
+		if !n.inactive.has(h) {
+			t.Errorf("silent host %s not in the inactive set", h)
+		}
+	}
+	if n.inactive.has(slowAddr) {
+		t.Errorf("slow host %s still inactive after it answered", slowAddr)
+	}
+}
+
+// A first contact's connect timeout: factor × floor while the node has seen
+// fewer than minNodeTimes connects, then factor × the longest of its last
+// ones, at least floor; none for a host that answered.
+func TestFirstConnect(t *testing.T) {
+	const factor, floor = 4, 250 * time.Millisecond
+	h := newHostTimes()
+	want := func(step string, host string, wantD time.Duration, wantOK bool) {
+		t.Helper()
+		if d, ok := h.firstConnect(host, factor, floor); d != wantD || ok != wantOK {
+			t.Errorf("%s: first connect of %s = %s %v, want %s %v", step, host, d, ok, wantD, wantOK)
+		}
+	}
+	want("cold", "new", factor*floor, true)
+	for i := 0; i < minNodeTimes-1; i++ {
+		h.answer(fmt.Sprintf("h%d", i), time.Millisecond)
+	}
+	want("7 connects", "new", factor*floor, true)
+	h.answer("h7", 0) // a reused connection: no connect time
+	want("still 7 connects", "new", factor*floor, true)
+	h.answer("h8", 2*time.Millisecond)
+	want("8 fast connects", "new", floor, true)
+	want("answered", "h7", 0, false)
+	h.answer("far", 400*time.Millisecond)
+	want("one slow connect", "new", factor*400*time.Millisecond, true)
+	for i := 0; i < timesWindow; i++ {
+		h.answer("h0", time.Millisecond)
+	}
+	want("the slow connect out of the window", "new", floor, true)
 }

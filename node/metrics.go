@@ -112,7 +112,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 	}
 	r.MustRegister(m.PagesUnchanged, m.PagesChanged, m.RecrawlLag)
 	m.AdaptiveCuts = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a host's adaptive timeout (fetch.adaptive_timeouts); each URL goes back to the queue for the dead-link lane.",
+		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a derived timeout: a host's adaptive timeout (fetch.adaptive_timeouts) or a first contact's connect timeout (fetch.adaptive_connect); each URL goes back to the queue untried.",
 	})
 	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied, m.Sitemaps, m.CanonicalPages,

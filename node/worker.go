@@ -377,7 +377,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	t.last = time.Now()
 	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
 	if err != nil {
-		if adaptive && ctx.Err() == nil && fetch.ErrorKind(err) == "timeout" && t.n.deadJobs != nil {
+		if adaptive && ctx.Err() == nil && t.n.deadJobs != nil && t.cutBy(to, err) {
 			// Not the server's verdict: the robots cache keeps nothing.
 			t.adaptiveCut()
 			return 0, nil, nil, fmt.Errorf("%w: %w", errAdaptiveCut, err)
@@ -385,6 +385,7 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 		return 0, nil, nil, err
 	}
 	t.observe(t.last.Sub(start))
+	t.n.times.answer(t.host, resp.ConnectTime)
 	t.archive(resp)
 	if t.answered(resp.Status, resp.Header) {
 		// A back-off: the robots cache keeps nothing, robots.txt is asked
@@ -493,7 +494,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			res.Reason, entry.Reason, entry.Error = kind, kind, err.Error()
 			return
 		}
-		if adaptive && kind == "timeout" && n.deadJobs != nil {
+		if adaptive && n.deadJobs != nil && t.cutBy(to, err) {
 			// Cut by the host's derived timeout, not judged by the full
 			// one: the URL goes back to the queue untried (no try used
 			// up). A host that answered before is tried again by the
@@ -521,6 +522,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if n.cfg.Fetch.AdaptiveTimeouts {
 		n.times.observe(t.host, t.last.Sub(start))
 	}
+	n.times.answer(t.host, resp.ConnectTime)
 	t.observe(t.last.Sub(start))
 	n.m.FetchDuration.Observe(resp.Duration.Seconds())
 	n.m.PagesFetched.WithLabelValues(codeLabel(resp.Status)).Inc()
