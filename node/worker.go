@@ -828,6 +828,9 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 	}
 	if ok, reason := n.inScope(u, depth); !ok {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		if reason != "host" { // a host out of scope is never in the hosts report
+			n.rep.tally.AddRefused(u.Host, reason, 1)
+		}
 		return false
 	}
 	n.m.URLsDiscovered.Inc()
