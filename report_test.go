@@ -260,3 +260,67 @@ func TestReportArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestReportCluster crawls a small synthetic web with two members in this
+// process; `report --node` on one of them gathers both: every host the web
+// served appears once, with the pages the web served it.
+func TestReportCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster in -short mode")
+	}
+	srv := reportWeb(t, 8, 200, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dn, err := startDemoCluster(ctx, srv, t.TempDir(), 2*time.Millisecond, 8, 2, time.Second, false, log, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, len(dn))
+	for _, d := range dn {
+		go func() { errc <- d.n.Run(ctx) }()
+	}
+	defer func() {
+		cancel()
+		for range dn {
+			if err := <-errc; err != nil {
+				t.Errorf("node run: %v", err)
+			}
+		}
+	}()
+	if err := waitDemoCluster(ctx, dn, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var seeds bytes.Buffer
+	if code := run(append([]string{"seed", "--node", dn[0].n.Addr().String()}, srv.Web.Seeds()...), &seeds, &seeds); code != 0 {
+		t.Fatalf("seed: exit %d: %s", code, seeds.String())
+	}
+	waitReport(t, 2*time.Minute, "cluster crawl done", func() bool {
+		st := demoStatus(dn)
+		return st.Done && st.PagesFetched > 0
+	})
+	st := demoStatus(dn)
+	rep := runReport(t, "--node", dn[1].n.Addr().String(), "--n", "0")
+	served := servedPages(srv.Web.Report())
+	got := map[string]int64{}
+	var pages int64
+	for _, h := range rep.Hosts {
+		if _, dup := got[h.Host]; dup {
+			t.Errorf("host %s listed twice", h.Host)
+		}
+		got[h.Host] = h.Pages
+		pages += h.Pages
+	}
+	if !reflect.DeepEqual(got, served) {
+		t.Errorf("pages per host %v, the web served %v", got, served)
+	}
+	if p, _ := sumCounts(rep.StatusCodes); pages != st.PagesFetched || p != pages {
+		t.Errorf("hosts add up to %d pages, status codes to %d; the members fetched %d", pages, p, st.PagesFetched)
+	}
+	for _, d := range dn {
+		if d.n.Status().PagesFetched == 0 {
+			t.Errorf("%s fetched nothing: the report gathered one member only", d.name)
+		}
+	}
+	t.Logf("%d hosts, %d pages from %d members", len(rep.Hosts), pages, len(dn))
+}
