@@ -182,3 +182,32 @@ func (a apiNode) StatusCodes() []report.Count { return a.rep.tally.StatusCodes()
 func (a apiNode) Rate() report.Samples { return a.rep.rate.Samples(time.Now(), a.started) }
 
 var _ api.Reporter = apiNode{}
+
+// refusals gathers a trip's refused links while a page is handled, so the
+// hosts report is told once a page (countRefused) rather than once a link:
+// a run of links of one host refused for one reason, as a page's links past
+// scope.max_depth are, is one count.
+type refusals struct {
+	host, reason string
+	n            int64
+}
+
+// refuse notes one refused link of host.
+func (t *hostTrip) refuse(host, reason string) {
+	r := &t.refused
+	if r.n > 0 && (r.host != host || r.reason != reason) {
+		t.countRefused()
+	}
+	r.host, r.reason = host, reason
+	r.n++
+}
+
+// countRefused adds the refusals noted to the hosts report.
+func (t *hostTrip) countRefused() {
+	if r := &t.refused; r.n > 0 {
+		if t.n.rep != nil {
+			t.n.rep.tally.AddRefused(r.host, r.reason, r.n)
+		}
+		r.n = 0
+	}
+}
