@@ -81,3 +81,25 @@ func TestQueuedByHost(t *testing.T) {
 		t.Fatalf("read-only QueuedByHost = %v, %v; want %v", got, err, want)
 	}
 }
+
+// TestOnSkipped: each URL refused over MaxPerHost is told with its host.
+func TestOnSkipped(t *testing.T) {
+	skipped := map[string]int{}
+	f, err := Open(Options{Path: filepath.Join(t.TempDir(), "f.db"), NoSync: true, MaxPerHost: 2,
+		OnSkipped: func(host string) { skipped[host]++ }}) // the writer's goroutine only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var urls []NewURL
+	for p := range 5 {
+		urls = append(urls, NewURL{URL: fmt.Sprintf("http://a.test/%d", p), Host: "a.test"})
+	}
+	urls = append(urls, NewURL{URL: "http://b.test/", Host: "b.test"})
+	if _, err := f.Add(context.Background(), urls); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(skipped, map[string]int{"a.test": 3}) || f.Skipped() != 3 {
+		t.Fatalf("skipped %v (Skipped %d), want a.test 3", skipped, f.Skipped())
+	}
+}
