@@ -23,7 +23,9 @@ func (r *reportNode) Hosts(by string, n int) ([]report.Host, error) {
 	r.askedBy, r.askedN = by, n
 	return report.SortHosts(append([]report.Host(nil), r.hosts...), by, n), r.hostsErr
 }
-func (r *reportNode) MIMETypes() []report.Count   { return []report.Count{{Key: "text/html", Pages: 3, Bytes: 30}} }
+func (r *reportNode) MIMETypes() []report.Count {
+	return []report.Count{{Key: "text/html", Pages: 3, Bytes: 30}}
+}
 func (r *reportNode) StatusCodes() []report.Count { return nil }
 func (r *reportNode) Rate() report.Samples {
 	return report.Samples{IntervalS: 10, Pages: make([]int64, report.RateSlots), PagesPerS: 1.5}
