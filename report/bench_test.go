@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -55,4 +56,29 @@ func BenchmarkRateAdd(b *testing.B) {
 			r.Add(now)
 		}
 	})
+}
+
+// BenchmarkTallyHostMemory reports the heap a host of the hosts report
+// takes (bytes/host): 100,000 hosts of one page each.
+func BenchmarkTallyHostMemory(b *testing.B) {
+	const hosts = 100000
+	urls := make([]string, hosts)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://www.host%d.example.test/", i)
+	}
+	var per float64
+	for range b.N {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ta := NewTally()
+		for _, u := range urls {
+			ta.AddEntry(archive.LogEntry{URL: u, Status: 200, Bytes: 1, MIME: "text/html", Reason: "ok"})
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per = float64(after.HeapAlloc-before.HeapAlloc) / hosts
+		runtime.KeepAlive(ta)
+	}
+	b.ReportMetric(per, "bytes/host")
 }

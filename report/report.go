@@ -28,7 +28,8 @@ import (
 type Host struct {
 	Host string `json:"host"`
 	// Requests counts the host's crawl-log lines: every fetch attempt
-	// of one of its URLs, whether it got a response or not.
+	// of one of its URLs, whether it got a response or not (robots.txt
+	// refusals and URLs set aside without a request included).
 	Requests int64 `json:"requests"`
 	// Pages counts the attempts that got an HTTP response (any status).
 	Pages int64 `json:"pages"`
