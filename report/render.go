@@ -5,7 +5,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -114,26 +113,58 @@ func when(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
+// table writes rows as columns two spaces apart, the first numeric ones
+// right-aligned, the others left-aligned (the last one not padded).
+func table(w io.Writer, numeric int, rows [][]string) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	width := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		for i, c := range r {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-len(c))
+			switch {
+			case i < numeric:
+				b.WriteString(pad + c)
+			case i == len(r)-1:
+				b.WriteString(c)
+			default:
+				b.WriteString(c + pad)
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // WriteHosts writes the hosts report as a text table.
 func WriteHosts(w io.Writer, hs []Host) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "queued\trequests\tpages\tbytes\terrors\trefused\t host\t first fetch\t last fetch\t errors by kind\t refused by reason\t")
+	rows := [][]string{{"queued", "requests", "pages", "bytes", "errors", "refused", "host", "first fetch", "last fetch", "errors by kind", "refused by reason"}}
 	for _, h := range hs {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t %s\t %s\t %s\t %s\t %s\t\n", h.Queued, h.Requests, h.Pages, h.Bytes, h.Errors, h.Refused,
-			h.Host, when(h.FirstFetch), when(h.LastFetch), kindList(h.ErrorsByKind), kindList(h.RefusedByReason))
+		rows = append(rows, []string{fmt.Sprint(h.Queued), fmt.Sprint(h.Requests), fmt.Sprint(h.Pages), fmt.Sprint(h.Bytes), fmt.Sprint(h.Errors),
+			fmt.Sprint(h.Refused), h.Host, when(h.FirstFetch), when(h.LastFetch), kindList(h.ErrorsByKind), kindList(h.RefusedByReason)})
 	}
-	return tw.Flush()
+	return table(w, 6, rows)
 }
 
 // WriteCounts writes a MIME-type or status-code report as a text table
 // whose key column is named name.
 func WriteCounts(w io.Writer, name string, cs []Count) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "pages\tbytes\t %s\t\n", name)
+	rows := [][]string{{"pages", "bytes", name}}
 	for _, c := range cs {
-		fmt.Fprintf(tw, "%d\t%d\t %s\t\n", c.Pages, c.Bytes, c.Key)
+		rows = append(rows, []string{fmt.Sprint(c.Pages), fmt.Sprint(c.Bytes), c.Key})
 	}
-	return tw.Flush()
+	return table(w, 2, rows)
 }
 
 // WriteText writes the three reports as text tables, each under a title.

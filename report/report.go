@@ -240,12 +240,7 @@ func (t *Tally) AddEntry(e archive.LogEntry) {
 	}
 	c.pages++
 	c.bytes += e.Bytes
-	mt := e.MIME
-	if mt == "" {
-		mt = "unknown"
-	} else if len(mt) > maxMIMELen {
-		mt = mt[:maxMIMELen]
-	}
+	mt := cleanMIME(e.MIME)
 	m := s.mimes[mt]
 	if m == nil {
 		if len(s.mimes) >= maxMIMEs {
@@ -266,6 +261,30 @@ func (t *Tally) AddEntry(e archive.LogEntry) {
 	}
 	code[0]++
 	code[1] += e.Bytes
+}
+
+// cleanMIME bounds a MIME type as a server sent it: at most maxMIMELen
+// bytes of printable ASCII (others become '?', so that no control
+// character reaches a terminal), "unknown" for none.
+func cleanMIME(mt string) string {
+	if mt == "" {
+		return "unknown"
+	}
+	if len(mt) > maxMIMELen {
+		mt = mt[:maxMIMELen]
+	}
+	for i := 0; i < len(mt); i++ {
+		if mt[i] <= ' ' || mt[i] > '~' {
+			b := []byte(mt)
+			for j := i; j < len(b); j++ {
+				if b[j] <= ' ' || b[j] > '~' {
+					b[j] = '?'
+				}
+			}
+			return string(b)
+		}
+	}
+	return mt
 }
 
 // AddRefused counts n discovered URLs of host refused for reason. Only

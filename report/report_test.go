@@ -107,6 +107,9 @@ func TestTallyBounds(t *testing.T) {
 	for i := range 20000 {
 		ta.AddEntry(entry("http://a.test/", 0, 200, 1, fmt.Sprintf("x/y%d", i)+strings.Repeat("z", 200), "ok"))
 	}
+	if got := cleanMIME("text/\x1b[31mred\u00e9"); got != "text/?[31mred??" {
+		t.Fatalf("cleanMIME kept %q", got)
+	}
 	if got := len(ta.MIMETypes()); got > maxMIMEs+1 {
 		t.Fatalf("%d MIME types kept, at most %d", got, maxMIMEs+1)
 	}
