@@ -11,6 +11,7 @@
 //	phasecrawl salvage --data DIR --node ADDR [--cluster-key-file FILE]
 //	phasecrawl pause|resume --node ADDR
 //	phasecrawl export --data DIR --state completed|in_list|stalled [--format jsonl|text]
+//	phasecrawl report --data DIR | --node ADDR [--sort queued|requests|bytes|errors] [--json]
 package main
 
 import (
@@ -47,6 +48,8 @@ Usage:
                                          write the URLs of a stopped node's frontier in those states
   phasecrawl cdxj --data DIR [--all|--check] | FILE...
                                          write (or check) the CDXJ index of WARC files
+  phasecrawl report --data DIR | --node ADDR [--sort queued|requests|bytes|errors] [--n N] [--json]
+                                         hosts, MIME-type and status-code reports of a stopped node or of a cluster
 `
 
 func main() {
@@ -82,6 +85,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdExport(args[1:], stdout, stderr)
 	case "cdxj":
 		err = cmdCDXJ(args[1:], stdout, stderr)
+	case "report":
+		err = cmdReport(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -25,12 +25,13 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tPRIORITY\tREVISIT_S\tNEXT_DUE\tLAST_ROUND_S\tMEASURED\tPAGES\tBYTES\tDEADLINE_S")
 	var spare *float64
+	var roundEnd *time.Time
 	for after, first := "", true; first || after != ""; first = false {
 		page, err := getPlan(*addr, after)
 		if err != nil {
 			return err
 		}
-		spare = page.SpareS
+		spare, roundEnd = page.SpareS, page.FirstRoundEnd
 		for _, s := range page.Sites {
 			due := "-"
 			if s.NextDue != nil {
@@ -51,6 +52,9 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "spare_s: - (no host to revisit, or not computed yet)")
 	} else {
 		fmt.Fprintf(stdout, "spare_s: %.3f\n", *spare)
+	}
+	if roundEnd != nil {
+		fmt.Fprintf(stdout, "first_round_end: %s (estimated)\n", roundEnd.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -13,10 +13,12 @@ import (
 )
 
 // TestPlanCommand: `phasecrawl plan` reads every page of GET /v1/plan and
-// prints one row per host, then the spare time.
+// prints one row per host, then the spare time and the first round's
+// estimated end.
 func TestPlanCommand(t *testing.T) {
 	due := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	spare := 3599.5
+	end := due.Add(90 * time.Minute)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/plan" {
 			http.NotFound(w, r)
@@ -27,7 +29,7 @@ func TestPlanCommand(t *testing.T) {
 		case "":
 			p = node.PlanPage{Sites: []node.PlanSite{{Host: "a.example", Priority: 5, RevisitS: 3600, NextDue: &due, LastRoundS: 0.5, LastRoundMeasured: true, Pages: 50, Bytes: 1000, DeadlineS: 600}}, Next: "a.example", SpareS: &spare}
 		case "a.example":
-			p = node.PlanPage{Sites: []node.PlanSite{{Host: "b.example", RevisitS: 86400, Pages: 3}}, SpareS: &spare}
+			p = node.PlanPage{Sites: []node.PlanSite{{Host: "b.example", RevisitS: 86400, Pages: 3}}, SpareS: &spare, FirstRoundEnd: &end}
 		}
 		_ = json.NewEncoder(w).Encode(p)
 	}))
@@ -37,7 +39,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "HOST") {
+	if len(lines) != 5 || !strings.HasPrefix(lines[0], "HOST") {
 		t.Fatalf("output:\n%s", out.String())
 	}
 	for i, want := range [][]string{
@@ -49,6 +51,9 @@ func TestPlanCommand(t *testing.T) {
 		}
 	}
 	if lines[3] != "spare_s: 3599.500" {
-		t.Errorf("last line %q", lines[3])
+		t.Errorf("spare line %q", lines[3])
+	}
+	if lines[4] != "first_round_end: 2026-11-25T11:30:00Z (estimated)" {
+		t.Errorf("last line %q", lines[4])
 	}
 }

@@ -160,6 +160,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/members", s.handleMembers)
 	mux.HandleFunc("GET /{$}", serveStatusPage)
 	mux.HandleFunc("GET /v1/plan", s.handlePlan)
+	s.reportRoutes(mux) // reports.go
 	return http.NewCrossOriginProtection().Handler(s.requireToken(mux))
 }
 

@@ -129,4 +129,7 @@ type PlanPage struct {
 	Sites  []PlanSite `json:"sites"`
 	Next   string     `json:"next"`
 	SpareS *float64   `json:"spare_s"`
+	// FirstRoundEnd estimates when the URLs queued now will have been
+	// fetched (null: nothing queued, or nothing fetched in the last minute).
+	FirstRoundEnd *time.Time `json:"first_round_end"`
 }

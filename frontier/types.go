@@ -213,6 +213,11 @@ type Options struct {
 	// MaxPerHost admits at most this many URLs per host (0 = unlimited,
 	// the default); counted persistently per host. Valid >= 0.
 	MaxPerHost int
+	// OnSkipped, if set, is called with the host of each new URL Add
+	// refused over MaxPerHost (in the writer's transaction: it must be
+	// quick and must not call the Frontier). A write applied again after
+	// a failed commit calls it again.
+	OnSkipped func(host string)
 	// MaxTries: a URL that stalls on its MaxTries-th attempt is COMPLETED
 	// with its last reason instead. Default 3, valid 1..1000.
 	MaxTries int

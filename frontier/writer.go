@@ -612,6 +612,9 @@ func (st *txState) add(adds []pendingURL, tk *taking, inserted []bool) (int, err
 		}
 		if maxPer > 0 && hs.Admitted >= maxPer {
 			st.cnt[cSkipped]++
+			if fn := st.f.opts.OnSkipped; fn != nil {
+				fn(u.host)
+			}
 			continue
 		}
 		st.seq++

@@ -117,6 +117,7 @@ type Node struct {
 	persistCancel context.CancelFunc
 	ready         atomic.Bool
 	closeOnce     sync.Once
+	rep           *reports // hosts, MIME-type and status-code reports (reports.go)
 }
 
 type finished struct {
@@ -190,6 +191,8 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	}
 	fo.Phases = nphase
 	fo.MaxPerHost = cfg.Scope.MaxPagesPerHost
+	n.rep = newReports(cfg.Data)
+	fo.OnSkipped = func(host string) { n.rep.tally.AddRefused(host, "cap", 1) }
 	fo.MaxTries = cfg.Fetch.MaxTries
 	fo.BatchSize = cfg.Frontier.BatchSize
 	fo.BatchDelay = cfg.Frontier.BatchDelay
@@ -280,6 +283,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.front.SetBeforeCommit(n.out.flush)
+	n.out.onLog = n.rep.logged
 	n.takeCluster(cl)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -403,6 +407,11 @@ func (n *Node) Run(ctx context.Context) error {
 		defer wg.Done()
 		n.planLoop(ctx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.reportLoop(ctx)
+	}()
 	if crashed := n.out.crashed(); len(crashed) > 0 {
 		// Before the scheduler runs: these pages are IN_LIST again.
 		if k, err := n.recoverArchived(ctx, crashed); err != nil {
@@ -447,6 +456,7 @@ func (n *Node) Run(ctx context.Context) error {
 	_ = n.api.Shutdown(sctx)
 	cancel()
 	wg.Wait()
+	n.saveRefused()
 	c := n.front.Counts()
 	n.log.Info("node stopped", "pages", n.pages.Load(), "in_list", c.InList, "in_progress", c.InProgress, "completed", c.Completed, "stalled", c.Stalled)
 	return nil

@@ -38,6 +38,7 @@ type output struct {
 	clog    *archive.CrawlLog
 	logPath string
 	crash   []string
+	onLog   func(archive.LogEntry) // called with each line written (the node's reports)
 }
 
 // openOutput opens the outputs in cfg.Data: it repairs the WARC files a
@@ -101,6 +102,9 @@ func (o *output) writeWARC(x archive.Exchange) {
 func (o *output) writeLog(e archive.LogEntry) {
 	if err := o.clog.Write(e); err != nil {
 		o.log.Error("crawl log", "error", err)
+	}
+	if o.onLog != nil {
+		o.onLog(e)
 	}
 }
 

@@ -174,7 +174,7 @@ func (n *Node) planPage(after string, limit int) (PlanPage, error) {
 	if err != nil {
 		return PlanPage{}, err
 	}
-	page := PlanPage{Sites: make([]PlanSite, 0, len(hs)), Next: next, SpareS: n.spare.Load()}
+	page := PlanPage{Sites: make([]PlanSite, 0, len(hs)), Next: next, SpareS: n.spare.Load(), FirstRoundEnd: n.firstRoundEnd(time.Now())}
 	for _, h := range hs {
 		s := n.planSite(h)
 		if due, ok, err := n.front.HostNextDue(h.Host); err == nil && ok {

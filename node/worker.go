@@ -60,6 +60,7 @@ type hostTrip struct {
 
 	requests int           // requests sent (robots.txt included)
 	busy     time.Duration // their response times, summed
+	refused  refusals      // refused links not yet counted in the hosts report (reports.go)
 
 	// The trip's list (trip.go): the element's URLs, then the URLs of this
 	// host its pages link to that the frontier took for the trip (Taken),
@@ -680,6 +681,7 @@ func (t *hostTrip) outcomeHead(resp *fetch.Response, res *frontier.Result, entry
 // frontier write is submitted.
 func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEntry, log bool) {
 	t.joinPage() // the page before, recorded first
+	t.countRefused()
 	if it.Guest {
 		t.guestPage(it, res, entry)
 		return
@@ -722,6 +724,7 @@ func (t *hostTrip) prepare(it bucket.Item, res *frontier.Result) {
 // page's canonical URL in its log entry. A page whose canonical is another
 // URL in scope gives that URL and nothing else (docs/design/links.md).
 func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.LogEntry) int {
+	defer t.countRefused()
 	base, err := url.Parse(resp.URL)
 	if err != nil {
 		return 0
@@ -836,6 +839,9 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 	}
 	if ok, reason := n.inScope(u, depth); !ok {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		if reason != "host" { // a host out of scope is never in the hosts report
+			t.refuse(u.Host, reason)
+		}
 		return false
 	}
 	n.m.URLsDiscovered.Inc()

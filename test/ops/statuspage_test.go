@@ -113,6 +113,25 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if s := cell(t, dom1, "rate"); !regexp.MustCompile(`^\d+\.\d$`).MatchString(s) {
 		t.Fatalf("pages/s shows %q", s)
 	}
+	if r, err := strconv.ParseFloat(cell(t, dom1, "rate"), 64); err != nil || r <= 0 {
+		t.Fatalf("pages/s on the first load shows %q, want the node's rate (above 0)", cell(t, dom1, "rate"))
+	}
+	// The pages/s chart: an inline SVG line of the last 15 minutes' 90
+	// intervals, the last ones above the axis (pages were fetched).
+	line := regexp.MustCompile(`<polyline id="chartline" points="([^"]*)"`).FindSubmatch(dom1)
+	if line == nil {
+		t.Fatalf("no pages/s chart in the page:\n%s", dom1)
+	}
+	if pts := strings.Fields(string(line[1])); len(pts) != 90 || strings.HasSuffix(pts[89], ",112.0") && strings.HasSuffix(pts[88], ",112.0") {
+		t.Fatalf("chart line has %d points, the last ones %v: want 90, the last above the axis (y 112)", len(pts), pts[max(0, len(pts)-2):])
+	}
+	hosts := regexp.MustCompile(`(?s)<table id="hosts">(.*?)</table>`).FindSubmatch(dom1)
+	if hosts == nil || !bytes.Contains(hosts[1], []byte(".synth.test")) || !bytes.Contains(hosts[1], []byte("queued")) {
+		t.Fatalf("the top hosts table is not rendered:\n%s", dom1)
+	}
+	if s := cell(t, dom1, "roundend"); !strings.Contains(s, "first round ends in about") {
+		t.Fatalf("the revisit plan does not say when the first round ends: %q", s)
+	}
 	if s := cell(t, dom1, "node"); s != "status-page" {
 		t.Fatalf("node name shows %q", s)
 	}
