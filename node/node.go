@@ -249,19 +249,25 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.dns != nil {
 		resolver = n.dns
 	}
+	spool, err := openSpoolDir(cfg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	n.client, err = fetch.NewClient(fetch.ClientConfig{
-		UserAgent:      cfg.UserAgent,
-		ConnectTimeout: cfg.Fetch.ConnectTimeout,
-		HeaderTimeout:  cfg.Fetch.HeaderTimeout,
-		BodyTimeout:    cfg.Fetch.BodyTimeout,
-		MaxBodySize:    cfg.Fetch.MaxBodySize,
-		MinRate:        cfg.Fetch.MinRate,
-		RateWindow:     cfg.Fetch.RateWindow,
-		AllowPrivate:   cfg.AllowPrivate,
-		Resolve:        rules,
-		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
-		Proxy:          proxy,
-		Resolver:       resolver,
+		UserAgent:        cfg.UserAgent,
+		ConnectTimeout:   cfg.Fetch.ConnectTimeout,
+		HeaderTimeout:    cfg.Fetch.HeaderTimeout,
+		BodyTimeout:      cfg.Fetch.BodyTimeout,
+		MaxBodySize:      cfg.Fetch.MaxBodySize,
+		MinRate:          cfg.Fetch.MinRate,
+		RateWindow:       cfg.Fetch.RateWindow,
+		AllowPrivate:     cfg.AllowPrivate,
+		Resolve:          rules,
+		MaxIdleConns:     idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
+		Proxy:            proxy,
+		Resolver:         resolver,
+		MaxInflightBytes: cfg.Fetch.MaxInflightBytes,
+		SpoolDir:         spool,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -311,6 +317,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := n.initHardening(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.registerBudgetMetrics(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	seeds, err := cfg.ReadSeeds()
