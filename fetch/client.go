@@ -532,6 +532,7 @@ func (c *Client) Get(ctx context.Context, rawURL string) (int, http.Header, []by
 	if err != nil {
 		return 0, nil, nil, err
 	}
+	r.ReleaseBudget() // the body is the caller's now
 	return r.Status, r.Header, r.Body, nil
 }
 
