@@ -188,5 +188,3 @@ func inflightGauge(t testing.TB, n *Node) float64 {
 	t.Errorf("no gauge %s", name)
 	return 0
 }
-
-
