@@ -23,7 +23,7 @@ import (
 // memWeb is a web of hosts h0.mem.test … whose / links to pages /p0 …
 // of size bytes each: /pI is served with a Content-Length (I%3 == 0),
 // chunked without one (1) or gzip'd with a length (2). Every host's
-// robots.txt is 404. sent counts the page body bytes written (as
+// robots.txt redirects once. sent counts the page body bytes written (as
 // transferred), robots.txt's aside.
 type memWeb struct {
 	srv          *httptest.Server
@@ -52,6 +52,10 @@ func newMemWeb(t testing.TB, hosts, pages, size int) *memWeb {
 	zipped := zb.Bytes()
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		switch {
+		case r.URL.Path == "/robots.txt":
+			http.Redirect(rw, r, "/robots-moved.txt", http.StatusMovedPermanently)
+		case r.URL.Path == "/robots-moved.txt":
+			rw.Write([]byte("User-agent: *\nDisallow: /private\n"))
 		case r.URL.Path == "/":
 			rw.Header().Set("Content-Type", "text/html")
 			var sb strings.Builder

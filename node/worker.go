@@ -385,6 +385,9 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 		}
 		return 0, nil, nil, err
 	}
+	if t.robotsResp != nil { // a redirect's, done with
+		t.robotsResp.ReleaseBudget()
+	}
 	t.robotsResp = resp // its budget share is given back once parsed (fetchOne)
 	t.observe(t.last.Sub(start))
 	t.archive(resp)
