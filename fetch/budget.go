@@ -364,7 +364,15 @@ func (c *Client) reserveBody(ctx context.Context, announced int64) (*spoolBody, 
 	if err := c.budget.acquire(ctx, first); err != nil {
 		return nil, err
 	}
-	return &spoolBody{h: &bodyHold{b: c.budget, n: first}, dir: c.cfg.SpoolDir, held: first}, nil
+	bb := &budgetBody{hold: bodyHold{b: c.budget, n: first}}
+	bb.raw = spoolBody{h: &bb.hold, dir: c.cfg.SpoolDir, held: first}
+	return &bb.raw, nil
+}
+
+// budgetBody is a fetch's share and its transferred body, allocated at once.
+type budgetBody struct {
+	hold bodyHold
+	raw  spoolBody
 }
 
 // settleBody finishes a body read within the budget: the transferred body
