@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,6 +100,12 @@ func waitFor(t *testing.T, ok func() bool) {
 // larger than the body ("short"). Each body pauses half way, so that
 // concurrent fetches overlap.
 func budgetServer(t *testing.T) (*httptest.Server, func(kind string, size int) []byte) {
+	return budgetServerGated(t, func() { time.Sleep(10 * time.Millisecond) })
+}
+
+// budgetServerGated is budgetServer with gate called half way through each
+// body instead of the pause.
+func budgetServerGated(t *testing.T, gate func()) (*httptest.Server, func(kind string, size int) []byte) {
 	var cache sync.Map // "kind/size" -> []byte served
 	body := func(kind string, size int) []byte {
 		b := make([]byte, size)
@@ -143,7 +150,7 @@ func budgetServer(t *testing.T) (*httptest.Server, func(kind string, size int) [
 		half := len(data) / 2
 		w.Write(data[:half])
 		w.(http.Flusher).Flush()
-		time.Sleep(10 * time.Millisecond)
+		gate()
 		w.Write(data[half:])
 		if kind == "short" || kind == "reset" {
 			w.(http.Flusher).Flush()
@@ -189,15 +196,32 @@ func spoolFiles(t *testing.T, dir string) int {
 // bytes held never exceed the budget, some bodies waited or spooled, and
 // every share and temp file is given back.
 func TestFetchBodyBudget(t *testing.T) {
-	srv, want := budgetServer(t)
+	// Every body stops half way until some fetch has waited or spooled
+	// (at most 5 s): the fetches' shares are all held meanwhile, so the
+	// budget must make the others wait or spool.
+	var budget atomic.Pointer[BodyBudget]
+	srv, want := budgetServerGated(t, func() {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if b := budget.Load(); b == nil || b.Waits()+b.Spools() > 0 {
+				return
+			}
+		}
+	})
 	const (
 		fetches = 16
-		size    = 200 << 10
-		budget  = 1 << 20
+		limit   = 1 << 20
 	)
-	for _, kind := range []string{"length", "chunked", "gzip"} {
+	for _, tc := range []struct {
+		kind string
+		size int // 16 transfers of it exceed the limit
+	}{
+		{"length", 200 << 10},
+		{"chunked", 200 << 10},
+		{"gzip", 400 << 10}, // about 120 KiB as transferred
+	} {
+		kind, size := tc.kind, tc.size
 		t.Run(kind, func(t *testing.T) {
-			cl, port := budgetClient(t, srv, budget, 1<<20)
+			cl, port := budgetClient(t, srv, limit, 1<<20)
 			ctx := clientTestCtx(t)
 			// One fetch first: the server compresses its gzip body once.
 			r, err := cl.Fetch(ctx, fmt.Sprintf("http://warm.budget.test:%s/%s/%d", port, kind, size))
@@ -205,6 +229,8 @@ func TestFetchBodyBudget(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.Release()
+			budget.Store(cl.Budget())
+			defer budget.Store(nil)
 			var wg sync.WaitGroup
 			errs := make(chan error, fetches)
 			for i := range fetches {
@@ -229,11 +255,11 @@ func TestFetchBodyBudget(t *testing.T) {
 				t.Error(err)
 			}
 			b := cl.Budget()
-			if b.Peak() > budget {
-				t.Errorf("peak of body bytes held %d > budget %d", b.Peak(), budget)
+			if b.Peak() > limit {
+				t.Errorf("peak of body bytes held %d > budget %d", b.Peak(), limit)
 			}
 			if b.Waits()+b.Spools() == 0 {
-				t.Errorf("no body waited or spooled though %d bodies of %d bytes were fetched at once under %d", fetches, size, budget)
+				t.Errorf("no body waited or spooled though %d bodies of %d bytes were fetched at once under %d", fetches, size, limit)
 			}
 			if b.InFlight() != 0 {
 				t.Errorf("%d bytes still held after every response was released", b.InFlight())

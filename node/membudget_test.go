@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 )
 
 // memWeb is a web of hosts h0.mem.test … whose / links to pages /p0 …
@@ -29,6 +30,23 @@ type memWeb struct {
 	srv          *httptest.Server
 	hosts, pages int
 	sent         atomic.Int64
+	// budget, once set, holds each large body half way until one of its
+	// fetches waited or spooled (at most 5 s).
+	budget atomic.Pointer[fetch.BodyBudget]
+}
+
+// gate pauses a body half way: 5 ms, or, with budget set, until the
+// budget made a fetch wait or spool (the bodies half read all hold their
+// shares meanwhile), at most 5 s.
+func (w *memWeb) gate() {
+	b := w.budget.Load()
+	if b == nil {
+		time.Sleep(5 * time.Millisecond)
+		return
+	}
+	for deadline := time.Now().Add(5 * time.Second); b.Waits()+b.Spools() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // memBody is size bytes of compressible HTML without links.
@@ -83,7 +101,7 @@ func newMemWeb(t testing.TB, hosts, pages, size int) *memWeb {
 			// A pause half way: the fetches of the workers overlap.
 			n, _ := rw.Write(body[:len(body)/2])
 			rw.(http.Flusher).Flush()
-			time.Sleep(5 * time.Millisecond)
+			w.gate()
 			m, _ := rw.Write(body[len(body)/2:])
 			w.sent.Add(int64(n + m))
 		default:
@@ -131,6 +149,7 @@ func TestInflightBudget(t *testing.T) {
 	n, stop := start(t, c)
 	defer stop()
 	b := n.client.Budget()
+	web.budget.Store(b)
 	var over atomic.Int64 // gauge samples above the budget
 	sampled := make(chan struct{})
 	quit := make(chan struct{})
