@@ -211,3 +211,32 @@ func inflightGauge(t testing.TB, n *Node) float64 {
 	t.Errorf("no gauge %s", name)
 	return 0
 }
+
+// TestOpenSpoolDir: the spool directory is made, and the bodies a killed
+// process left in it are removed at start; other files are left alone.
+func TestOpenSpoolDir(t *testing.T) {
+	data := t.TempDir()
+	dir := filepath.Join(data, spoolDirName)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"body-1.spool", "body-2.spool", "keep.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := openSpoolDir(data)
+	if err != nil || got != dir {
+		t.Fatalf("openSpoolDir = %q, %v; want %q", got, err, dir)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 || ents[0].Name() != "keep.txt" {
+		t.Errorf("left in the spool directory: %v, want only keep.txt", ents)
+	}
+	if _, err := openSpoolDir(filepath.Join(data, "new")); err != nil {
+		t.Errorf("a new data directory: %v", err)
+	}
+}
