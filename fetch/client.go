@@ -444,17 +444,15 @@ func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Condi
 			h.Expect(resp.ContentLength)
 		}
 	}
-	var raw []byte
+	var raw []byte // without a budget; sp has the body with one
 	var rerr error
+	var size int64
 	if sp != nil {
 		rerr = sp.readFrom(body, max+1, resp.ContentLength)
-		raw = sp.buf
+		size = sp.size()
 	} else {
 		raw, rerr = readBounded(body, max+1, resp.ContentLength)
-	}
-	size := int64(len(raw))
-	if sp != nil {
-		size = sp.size()
+		size = int64(len(raw))
 	}
 	if guard != nil {
 		guard.stop()

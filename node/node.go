@@ -254,18 +254,19 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.client, err = fetch.NewClient(fetch.ClientConfig{
-		UserAgent:        cfg.UserAgent,
-		ConnectTimeout:   cfg.Fetch.ConnectTimeout,
-		HeaderTimeout:    cfg.Fetch.HeaderTimeout,
-		BodyTimeout:      cfg.Fetch.BodyTimeout,
-		MaxBodySize:      cfg.Fetch.MaxBodySize,
-		MinRate:          cfg.Fetch.MinRate,
-		RateWindow:       cfg.Fetch.RateWindow,
-		AllowPrivate:     cfg.AllowPrivate,
-		Resolve:          rules,
-		MaxIdleConns:     idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
-		Proxy:            proxy,
-		Resolver:         resolver,
+		UserAgent:      cfg.UserAgent,
+		ConnectTimeout: cfg.Fetch.ConnectTimeout,
+		HeaderTimeout:  cfg.Fetch.HeaderTimeout,
+		BodyTimeout:    cfg.Fetch.BodyTimeout,
+		MaxBodySize:    cfg.Fetch.MaxBodySize,
+		MinRate:        cfg.Fetch.MinRate,
+		RateWindow:     cfg.Fetch.RateWindow,
+		AllowPrivate:   cfg.AllowPrivate,
+		Resolve:        rules,
+		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
+		Proxy:          proxy,
+		Resolver:       resolver,
+
 		MaxInflightBytes: cfg.Fetch.MaxInflightBytes,
 		SpoolDir:         spool,
 	})
