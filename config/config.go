@@ -252,6 +252,14 @@ type Fetch struct {
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 	// MaxBodySize truncates bodies beyond this many bytes. Default 10 MiB, valid 1 KiB..1 GiB.
 	MaxBodySize int64 `yaml:"max_body_size"`
+	// MaxInflightBytes bounds the body bytes (as transferred and decoded)
+	// held in memory by all workers at once, from a body's first byte until
+	// its page is archived and its links are taken: past it a body waits
+	// for room, or, once it has started, goes on into a temp file in the
+	// data directory (spool/). A single body larger than the bound is read
+	// when nothing else is held. Default 256 MiB, valid 0..1 TiB (0 =
+	// unbounded); below max_body_size large bodies are read one at a time.
+	MaxInflightBytes int64 `yaml:"max_inflight_bytes"`
 	// MaxTries is how many times a STALLED URL is tried before it is given up. Default 3, valid 1..100.
 	MaxTries int `yaml:"max_tries"`
 	// RetryBackoff is the first wait before a STALLED URL is retried; it doubles each try. Default 1m.
@@ -463,6 +471,8 @@ func Default() Config {
 			MaxOutlinks:    10000,
 			MaxIdleConns:   4096,
 
+			MaxInflightBytes: 256 << 20,
+
 			InactiveWorkers: -1,
 			AdaptiveConnect: true,
 			AdaptiveFactor:  4,
@@ -533,6 +543,7 @@ func (c Config) Validate() error {
 	durRange("fetch.header_timeout", c.Fetch.HeaderTimeout, time.Millisecond, 10*time.Minute)
 	durRange("fetch.body_timeout", c.Fetch.BodyTimeout, time.Millisecond, 10*time.Minute)
 	intRange("fetch.max_body_size", c.Fetch.MaxBodySize, 1<<10, 1<<30)
+	intRange("fetch.max_inflight_bytes", c.Fetch.MaxInflightBytes, 0, 1<<40)
 	intRange("fetch.max_tries", int64(c.Fetch.MaxTries), 1, 100)
 	durRange("fetch.retry_backoff", c.Fetch.RetryBackoff, 0, 24*time.Hour)
 	if c.Fetch.Parser != "fast" && c.Fetch.Parser != "goquery" {

@@ -74,6 +74,25 @@ func TestHardeningKeys(t *testing.T) {
 		{"rate_window range", nil, map[string]string{"PHASECRAWL_FETCH_RATE_WINDOW": "1ms"}, "", nil, "fetch.rate_window=1ms"},
 		{"max_redirects range", nil, nil, "fetch: {max_redirects: 101}\n", nil, "fetch.max_redirects=101"},
 		{"max_outlinks range", nil, nil, "fetch: {max_outlinks: -5}\n", nil, "fetch.max_outlinks=-5"},
+		{"max_inflight_bytes default", nil, nil, "", func(c Config) string {
+			if c.Fetch.MaxInflightBytes != 256<<20 {
+				return fmt.Sprintf("max_inflight_bytes %d, want 256 MiB", c.Fetch.MaxInflightBytes)
+			}
+			return ""
+		}, ""},
+		{"max_inflight_bytes flag", []string{"--max-inflight-bytes", "1048576"}, nil, "fetch: {max_inflight_bytes: 5}\n", func(c Config) string {
+			if c.Fetch.MaxInflightBytes != 1<<20 {
+				return fmt.Sprintf("max_inflight_bytes %d, want the flag's 1048576", c.Fetch.MaxInflightBytes)
+			}
+			return ""
+		}, ""},
+		{"max_inflight_bytes off", nil, map[string]string{"PHASECRAWL_FETCH_MAX_INFLIGHT_BYTES": "0"}, "", func(c Config) string {
+			if c.Fetch.MaxInflightBytes != 0 {
+				return "env not applied"
+			}
+			return ""
+		}, ""},
+		{"max_inflight_bytes range", nil, nil, "fetch: {max_inflight_bytes: -1}\n", nil, "fetch.max_inflight_bytes=-1: must be in 0..1099511627776"},
 		{"max_idle_conns range", nil, map[string]string{"PHASECRAWL_FETCH_MAX_IDLE_CONNS": "0"}, "", nil, "fetch.max_idle_conns=0"},
 		{"max_idle_conns", nil, nil, "fetch: {max_idle_conns: 100}\n", func(c Config) string {
 			if c.Fetch.MaxIdleConns != 100 {

@@ -49,6 +49,16 @@ type ClientConfig struct {
 	// Resolver, if set, resolves host names (a DNS cache) instead of the
 	// system resolver, also with AllowPrivate.
 	Resolver Resolver
+	// MaxInflightBytes bounds the body bytes (transferred and decoded) that
+	// all fetches hold in memory at once, from the first byte read until
+	// Response.Release: past it a body waits for room or is spooled to a
+	// temp file in SpoolDir (BodyBudget). Default 0: unbounded; valid
+	// 0..1 TiB. Every Response of such a client must be released
+	// (Release or ReleaseBudget), or its share is never given back.
+	MaxInflightBytes int64
+	// SpoolDir is where bodies past MaxInflightBytes are spooled; "": the
+	// system's temp directory.
+	SpoolDir string
 }
 
 // Resolver resolves a host name to its addresses (net.Resolver's method).
@@ -98,6 +108,9 @@ func (c ClientConfig) Validate() error {
 	if c.MinRate > 0 && (c.RateWindow < 10*time.Millisecond || c.RateWindow > 10*time.Minute) {
 		return fmt.Errorf("fetch: rate_window=%s: must be in 10ms..10m", c.RateWindow)
 	}
+	if c.MaxInflightBytes < 0 || c.MaxInflightBytes > 1<<40 {
+		return fmt.Errorf("fetch: max_inflight_bytes=%d: must be in 0..%d (0 = unbounded)", c.MaxInflightBytes, int64(1<<40))
+	}
 	if c.MaxIdleConns < 0 || c.MaxIdleConns > 1000000 {
 		return fmt.Errorf("fetch: max_idle_conns=%d: must be in 0..1000000", c.MaxIdleConns)
 	}
@@ -117,6 +130,7 @@ type Client struct {
 	res     *net.Resolver
 	pool    *connPool   // one connection per host (conn.go)
 	tlsConf *tls.Config // for https; ServerName set per connection
+	budget  *BodyBudget // nil: bodies unbounded (MaxInflightBytes 0)
 
 	// Seams for tests of the private-address guard (DNS rebinding): lookup resolves a host
 	// name for one connection, dial opens it (default: dialer.DialContext, whose Control
@@ -142,17 +156,33 @@ type Response struct {
 	ConnectTime time.Duration // how long opening the connection took (lookup, connect, TLS); 0 on a reused connection
 
 	bufs [2][]byte // the buffers RawBody and Body were read into (Release)
+	hold *bodyHold // the bodies' share of the client's BodyBudget; nil: none
 }
 
 // Release hands the response's body buffers back for reuse by later
-// fetches. Body and RawBody must not be used afterwards (nor anything
-// sharing their memory); calling Release is optional.
+// fetches, and their share of the client's memory budget
+// (ClientConfig.MaxInflightBytes). Body and RawBody must not be used
+// afterwards (nor anything sharing their memory). Calling Release is
+// optional without a budget; with one, Release or ReleaseBudget must be
+// called.
 func (r *Response) Release() {
+	r.ReleaseBudget()
 	for i, b := range r.bufs {
 		putBuf(b)
 		r.bufs[i] = nil
 	}
 	r.Body, r.RawBody = nil, nil
+}
+
+// ReleaseBudget hands the bodies' share of the client's memory budget back
+// but leaves Body and RawBody usable (for bodies kept on by the caller, out
+// of the budget's count). Calling it again, or Release after it, is
+// harmless.
+func (r *Response) ReleaseBudget() {
+	if r.hold != nil {
+		r.hold.give(r.hold.n)
+		r.hold = nil
+	}
 }
 
 // bodyBufs recycles body buffers (Response.Release): a page's bodies are
@@ -229,6 +259,9 @@ func NewClient(c ClientConfig) (*Client, error) {
 	}
 	cl.tlsConf = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
 	cl.pool = newConnPool(c.MaxIdleConns)
+	if c.MaxInflightBytes > 0 {
+		cl.budget = NewBodyBudget(c.MaxInflightBytes)
+	}
 	return cl, nil
 }
 
@@ -239,6 +272,9 @@ type givenKey struct{}
 func (c *Client) guard() Guard {
 	return Guard{AllowPrivate: c.cfg.AllowPrivate, AllowLinkLocal: c.cfg.AllowLinkLocal}
 }
+
+// Budget returns the client's body memory budget, nil when unbounded.
+func (c *Client) Budget() *BodyBudget { return c.budget }
 
 // Close closes idle connections. In-flight fetches are not interrupted (cancel their contexts).
 func (c *Client) Close() { c.pool.closeIdle() }
@@ -377,6 +413,13 @@ func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Condi
 	if err != nil {
 		return nil, err
 	}
+	var sp *spoolBody // the body within the memory budget; nil: none
+	if c.budget != nil {
+		if sp, err = c.reserveBody(ctx, resp.ContentLength); err != nil {
+			pc.conn.Close()
+			return nil, fmt.Errorf("fetch: GET %s: wait for body memory: %w", rawURL, err)
+		}
+	}
 
 	// The body: within BodyTimeout, at MinRate or faster, until ctx ends.
 	max := c.cfg.MaxBodySize
@@ -411,18 +454,30 @@ func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Condi
 			h.Expect(resp.ContentLength)
 		}
 	}
-	raw, rerr := readBounded(body, max+1, resp.ContentLength)
+	var raw []byte // without a budget; sp has the body with one
+	var rerr error
+	var size int64
+	if sp != nil {
+		rerr = sp.readFrom(body, max+1, resp.ContentLength)
+		size = sp.size()
+	} else {
+		raw, rerr = readBounded(body, max+1, resp.ContentLength)
+		size = int64(len(raw))
+	}
 	if guard != nil {
 		guard.stop()
 	}
 	interrupted := !stop() || slow.Load()
 	if rerr != nil {
 		pc.conn.Close()
-		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, len(raw), bodyError(ctx, &slow, rerr))
+		if sp != nil {
+			sp.discard()
+		}
+		return nil, fmt.Errorf("fetch: GET %s: read body after %d bytes: %w", rawURL, size, bodyError(ctx, &slow, rerr))
 	}
 	// Whole body read (EOF, not cut at the limit), nothing unsolicited
 	// after it, not closing: the connection serves the host's next request.
-	if int64(len(raw)) <= max && !interrupted && !resp.Close && pc.br.Buffered() == 0 && resp.Body.Close() == nil &&
+	if size <= max && !interrupted && !resp.Close && pc.br.Buffered() == 0 && resp.Body.Close() == nil &&
 		pc.conn.SetDeadline(time.Time{}) == nil {
 		c.pool.put(pc)
 	} else {
@@ -436,6 +491,13 @@ func (c *Client) FetchConditional(ctx context.Context, rawURL string, cond Condi
 		RequestDump: dump,
 		IP:          pc.ip,
 		ConnectTime: pc.dialed,
+	}
+	if sp != nil {
+		if err := c.settleBody(ctx, r, sp, req.URL, max); err != nil {
+			return nil, fmt.Errorf("fetch: GET %s: %w", rawURL, err)
+		}
+		r.Duration = time.Since(start)
+		return r, nil
 	}
 	r.bufs[0] = raw
 	if int64(len(raw)) > max {
@@ -458,6 +520,11 @@ func (r *Response) derive(base *url.URL, max int64) {
 	var dtrunc bool
 	r.Body, dtrunc = decodeBody(r.Header.Get("Content-Encoding"), r.RawBody, max)
 	r.Truncated = r.Truncated || dtrunc
+	r.deriveHead(base)
+}
+
+// deriveHead sets the ContentType and, for a 3xx, the Location (derive).
+func (r *Response) deriveHead(base *url.URL) {
 	r.ContentType = clientMediaType(r.Header.Get("Content-Type"))
 	if r.Status >= 300 && r.Status < 400 {
 		if loc := r.Header.Get("Location"); loc != "" {
@@ -474,6 +541,7 @@ func (c *Client) Get(ctx context.Context, rawURL string) (int, http.Header, []by
 	if err != nil {
 		return 0, nil, nil, err
 	}
+	r.ReleaseBudget() // the body is the caller's now
 	return r.Status, r.Header, r.Body, nil
 }
 
@@ -571,6 +639,22 @@ var gzipReaderPool sync.Pool // *gzip.Reader
 // decodeBody decodes a gzip or deflate body (zlib-wrapped or raw) up to max bytes. Partial or
 // corrupt streams keep what decoded; an undecodable header or an unknown encoding yields raw.
 func decodeBody(encoding string, raw []byte, max int64) ([]byte, bool) {
+	rd, done, ok := bodyDecoder(encoding, raw)
+	if !ok {
+		return raw, false
+	}
+	defer done()
+	out, _ := readBounded(rd, max+1, int64(len(raw))*4) // partial output is kept on error
+	if int64(len(out)) > max {
+		return out[:max:max], true
+	}
+	return out, false
+}
+
+// bodyDecoder returns a reader of raw decoded (gzip or deflate) and the
+// function that ends it, or false when raw is to be kept as it is (no,
+// stacked or unknown encoding, an undecodable header).
+func bodyDecoder(encoding string, raw []byte) (io.Reader, func(), bool) {
 	enc := ""
 	for _, tok := range strings.Split(encoding, ",") {
 		tok = strings.ToLower(strings.TrimSpace(tok))
@@ -578,14 +662,11 @@ func decodeBody(encoding string, raw []byte, max int64) ([]byte, bool) {
 			continue
 		}
 		if enc != "" {
-			return raw, false // stacked encodings: keep the bytes as they are
+			return nil, nil, false // stacked encodings: keep the bytes as they are
 		}
 		enc = tok
 	}
-	var rd io.Reader
 	switch enc {
-	case "":
-		return raw, false
 	case "gzip", "x-gzip":
 		zr, _ := gzipReaderPool.Get().(*gzip.Reader)
 		var err error
@@ -595,31 +676,21 @@ func decodeBody(encoding string, raw []byte, max int64) ([]byte, bool) {
 			err = zr.Reset(bytes.NewReader(raw))
 		}
 		if err != nil {
-			return raw, false
+			return nil, nil, false
 		}
-		defer gzipReaderPool.Put(zr)
-		rd = zr
+		return zr, func() { gzipReaderPool.Put(zr) }, true
 	case "deflate":
 		if looksZlib(raw) {
 			zr, err := zlib.NewReader(bytes.NewReader(raw))
 			if err != nil {
-				return raw, false
+				return nil, nil, false
 			}
-			defer zr.Close()
-			rd = zr
-		} else {
-			fr := flate.NewReader(bytes.NewReader(raw))
-			defer fr.Close()
-			rd = fr
+			return zr, func() { zr.Close() }, true
 		}
-	default:
-		return raw, false
+		fr := flate.NewReader(bytes.NewReader(raw))
+		return fr, func() { fr.Close() }, true
 	}
-	out, _ := readBounded(rd, max+1, int64(len(raw))*4) // partial output is kept on error
-	if int64(len(out)) > max {
-		return out[:max:max], true
-	}
-	return out, false
+	return nil, nil, false
 }
 
 // looksZlib reports whether b starts with a zlib (RFC 1950) header using deflate.

@@ -83,7 +83,14 @@ func TestSynthCorpusAgree(t *testing.T) {
 // BenchmarkFetchSynth fetches the synthetic-web pages of synthCorpus over
 // loopback from an in-process server (its CPU included) with one
 // connection per host, as the crawler does; ns/op is per page.
-func BenchmarkFetchSynth(b *testing.B) {
+func BenchmarkFetchSynth(b *testing.B) { fetchSynth(b, 0) }
+
+// BenchmarkFetchSynthBudget is BenchmarkFetchSynth under the node's
+// default body memory budget (ClientConfig.MaxInflightBytes 256 MiB): the
+// cost of reserving and giving back each body's share.
+func BenchmarkFetchSynthBudget(b *testing.B) { fetchSynth(b, 256<<20) }
+
+func fetchSynth(b *testing.B, budget int64) {
 	pages := synthCorpus(b, 2000)
 	c := synthweb.DefaultConfig()
 	c.SlowHosts = 0
@@ -96,6 +103,8 @@ func BenchmarkFetchSynth(b *testing.B) {
 	cc := DefaultClientConfig()
 	cc.AllowPrivate = true
 	cc.Resolve = []ResolveRule{{Pattern: "*." + c.Domain, Addr: srv.Listener.Addr().String()}}
+	cc.MaxInflightBytes = budget
+	cc.SpoolDir = b.TempDir()
 	cl, err := NewClient(cc)
 	if err != nil {
 		b.Fatal(err)

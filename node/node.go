@@ -252,6 +252,10 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.dns != nil {
 		resolver = n.dns
 	}
+	spool, err := openSpoolDir(cfg.Data)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	n.client, err = fetch.NewClient(fetch.ClientConfig{
 		UserAgent:      cfg.UserAgent,
 		ConnectTimeout: cfg.Fetch.ConnectTimeout,
@@ -266,6 +270,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		MaxIdleConns:   idleConns(cfg.Fetch.MaxIdleConns, openFileLimit(), n.log),
 		Proxy:          proxy,
 		Resolver:       resolver,
+
+		MaxInflightBytes: cfg.Fetch.MaxInflightBytes,
+		SpoolDir:         spool,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -316,6 +323,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if err := n.initHardening(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if err := n.registerBudgetMetrics(); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	seeds, err := cfg.ReadSeeds()

@@ -23,23 +23,24 @@ import (
 // order over the host's single persistent connection, with the host's delay
 // between two requests (robots.txt included).
 type hostTrip struct {
-	n         *Node
-	host      string
-	hostHash  uint64
-	delay     time.Duration // max(delay, Crawl-delay)
-	last      time.Time     // end of the previous request to this host
-	results   []frontier.Result
-	done      []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
-	found     []frontier.NewURL
-	requeue   []uint64      // fingerprints of this host's URLs to put back in the queue
-	down      string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
-	held      tripHold      // set once the host asked to be called back later: the rest of the list waits for it
-	notBefore time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
-	grown     time.Duration // the host's delay grown by its back-offs (0: none)
-	inactive  bool          // the trip runs in the dead-link lane (deadlane.go)
-	downFree  bool          // an adaptive timeout cut the host: the rest of the list goes back to the queue untried
-	pd        PhaseDeadline // nil without phases that end
-	expect    time.Duration // the host's expected response time (latencies)
+	n          *Node
+	host       string
+	robotsResp *fetch.Response // the robots.txt fetched for the current URL, until parsed (its body budget share)
+	hostHash   uint64
+	delay      time.Duration // max(delay, Crawl-delay)
+	last       time.Time     // end of the previous request to this host
+	results    []frontier.Result
+	done       []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
+	found      []frontier.NewURL
+	requeue    []uint64      // fingerprints of this host's URLs to put back in the queue
+	down       string        // error kind once the host looks unreachable: the rest of the list is STALLED without a try
+	held       tripHold      // set once the host asked to be called back later: the rest of the list waits for it
+	notBefore  time.Time     // the end of the host's back-off pause (backoff.go), when it is short enough to wait for
+	grown      time.Duration // the host's delay grown by its back-offs (0: none)
+	inactive   bool          // the trip runs in the dead-link lane (deadlane.go)
+	downFree   bool          // an adaptive timeout cut the host: the rest of the list goes back to the queue untried
+	pd         PhaseDeadline // nil without phases that end
+	expect     time.Duration // the host's expected response time (latencies)
 
 	// Each page is recorded as soon as it is done (its links, then its
 	// result, in one asynchronous frontier write), so a crash loses at most
@@ -385,6 +386,10 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 		}
 		return 0, nil, nil, err
 	}
+	if t.robotsResp != nil { // a redirect's, done with
+		t.robotsResp.ReleaseBudget()
+	}
+	t.robotsResp = resp // its budget share is given back once parsed (fetchOne)
 	t.observe(t.last.Sub(start))
 	t.n.times.answer(t.host, resp.ConnectTime)
 	t.archive(resp)
@@ -428,6 +433,12 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		return
 	}
 	allowed, crawlDelay, err := n.robots.Check(ctx, u, t.robotsGet)
+	if t.robotsResp != nil {
+		// Parsed: its memory is out of the body budget's count (the robots
+		// cache may keep parts of it).
+		t.robotsResp.ReleaseBudget()
+		t.robotsResp = nil
+	}
 	if crawlDelay > t.delay {
 		t.delay = crawlDelay
 	}
@@ -591,6 +602,10 @@ func (t *hostTrip) startPage(w *pageWork) {
 	go func() {
 		defer close(w.done)
 		w.run()
+		// Archived and read for links: the bodies and their share of the
+		// memory budget go back now, not when the trip joins the page
+		// (its next fetch may be waiting for that share).
+		w.resp.Release()
 		n := t.n
 		n.out.writeLog(w.entry)
 		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
