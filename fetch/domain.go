@@ -1,0 +1,140 @@
+package fetch
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// Domains maps a host name to its registered domain: its public suffix
+// (golang.org/x/net/publicsuffix, ICANN and private sections) plus one
+// label. Private suffixes add to the list, the way its private section
+// holds github.io or blogspot.com: with "synth.test" added,
+// a.b.synth.test's registered domain is b.synth.test instead of
+// synth.test. The zero value and nil use the list alone. A Domains is
+// immutable and safe for concurrent use.
+type Domains struct {
+	private []string // normalized, longest first
+}
+
+// NewDomains validates and normalizes the private suffixes
+// (scope.private_suffixes): host names without port, scheme or path; a
+// leading "*." or "." is dropped. Errors name the key.
+func NewDomains(private []string) (*Domains, error) {
+	d := &Domains{}
+	for i, s := range private {
+		s = strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "*"), ".")
+		n, err := normalizeHostEntry(s, false)
+		if err != nil || strings.HasPrefix(n, "[") || net.ParseIP(n) != nil {
+			if err == nil {
+				err = fmt.Errorf("must be a domain name, not an address")
+			}
+			return nil, fmt.Errorf("scope.private_suffixes[%d]=%q: %w", i, private[i], err)
+		}
+		if !slices.Contains(d.private, n) {
+			d.private = append(d.private, n)
+		}
+	}
+	slices.SortFunc(d.private, func(a, b string) int { return len(b) - len(a) })
+	return d, nil
+}
+
+// Suffixes returns the private suffixes, normalized, longest first.
+func (d *Domains) Suffixes() []string {
+	if d == nil {
+		return nil
+	}
+	return slices.Clone(d.private)
+}
+
+// Registered returns the registered domain of host (a normalized URL host,
+// with or without a port): its public suffix plus one label, lower case,
+// without the port. A host that is a public suffix itself, an IP address
+// and a single-label name are their own registered domain.
+func (d *Domains) Registered(host string) string {
+	host = strings.ToLower(stripPort(host))
+	if host == "" || strings.HasPrefix(host, "[") || strings.IndexByte(host, '.') < 0 || net.ParseIP(host) != nil {
+		return host
+	}
+	host = strings.TrimSuffix(host, ".")
+	if d != nil {
+		for _, s := range d.private {
+			if host == s {
+				return host
+			}
+			if len(host) > len(s) && strings.HasSuffix(host, s) && host[len(host)-len(s)-1] == '.' {
+				rest := host[:len(host)-len(s)-1]
+				return rest[strings.LastIndexByte(rest, '.')+1:] + "." + s
+			}
+		}
+	}
+	rd, err := publicsuffix.EffectiveTLDPlusOne(host)
+	if err != nil { // the host is a public suffix itself (or malformed)
+		return host
+	}
+	return rd
+}
+
+// stripPort removes a ":port" from a URL host ("[::1]:80" -> "[::1]").
+func stripPort(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i >= 0 {
+			return host[:i+1]
+		}
+		return host
+	}
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		return host[:i]
+	}
+	return host
+}
+
+// HostCap bounds the host names admitted per registered domain
+// (scope.max_hosts_per_domain): a discovered URL whose host is not admitted
+// yet is refused once its registered domain has max names admitted.
+// Exempt hosts (seeds, scope.allow_hosts) pass and do not count. It keeps
+// the names it admitted (bounded by the domains seen times max) and is safe
+// for concurrent use. A nil *HostCap or max 0 admits everything.
+type HostCap struct {
+	dom *Domains
+	max int
+
+	mu    sync.Mutex
+	hosts map[string]map[string]struct{} // registered domain -> host names admitted
+}
+
+// NewHostCap returns a cap of max names per registered domain (0:
+// unlimited), registered domains as dom gives them.
+func NewHostCap(dom *Domains, max int) *HostCap {
+	return &HostCap{dom: dom, max: max, hosts: map[string]map[string]struct{}{}}
+}
+
+// Admit reports whether host (a URL host; its port is ignored) may be
+// crawled: it was admitted before, or its registered domain has fewer than
+// max names. exempt hosts are admitted without counting.
+func (c *HostCap) Admit(host string, exempt bool) bool {
+	if c == nil || c.max <= 0 || exempt {
+		return true
+	}
+	name := strings.ToLower(stripPort(host))
+	rd := c.dom.Registered(name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := c.hosts[rd]
+	if _, ok := set[name]; ok {
+		return true
+	}
+	if len(set) >= c.max {
+		return false
+	}
+	if set == nil {
+		set = map[string]struct{}{}
+		c.hosts[rd] = set
+	}
+	set[name] = struct{}{}
+	return true
+}
