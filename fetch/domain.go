@@ -103,27 +103,43 @@ type HostCap struct {
 	dom *Domains
 	max int
 
-	mu    sync.Mutex
-	hosts map[string]map[string]struct{} // registered domain -> host names admitted
+	mu     sync.Mutex
+	hosts  map[string]map[string]struct{} // registered domain -> host names admitted
+	exempt map[string]struct{}
 }
 
 // NewHostCap returns a cap of max names per registered domain (0:
 // unlimited), registered domains as dom gives them.
 func NewHostCap(dom *Domains, max int) *HostCap {
-	return &HostCap{dom: dom, max: max, hosts: map[string]map[string]struct{}{}}
+	return &HostCap{dom: dom, max: max, hosts: map[string]map[string]struct{}{}, exempt: map[string]struct{}{}}
+}
+
+// Exempt makes host (a URL host; its port is ignored) pass without
+// counting: a seed's host, an allowed host.
+func (c *HostCap) Exempt(host string) {
+	if c == nil || c.max <= 0 {
+		return
+	}
+	name := strings.ToLower(stripPort(host))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exempt[name] = struct{}{}
 }
 
 // Admit reports whether host (a URL host; its port is ignored) may be
-// crawled: it was admitted before, or its registered domain has fewer than
-// max names. exempt hosts are admitted without counting.
-func (c *HostCap) Admit(host string, exempt bool) bool {
-	if c == nil || c.max <= 0 || exempt {
+// crawled: it is exempt, it was admitted before, or its registered domain
+// has fewer than max names.
+func (c *HostCap) Admit(host string) bool {
+	if c == nil || c.max <= 0 {
 		return true
 	}
 	name := strings.ToLower(stripPort(host))
 	rd := c.dom.Registered(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, ok := c.exempt[name]; ok {
+		return true
+	}
 	set := c.hosts[rd]
 	if _, ok := set[name]; ok {
 		return true
@@ -137,4 +153,27 @@ func (c *HostCap) Admit(host string, exempt bool) bool {
 	}
 	set[name] = struct{}{}
 	return true
+}
+
+// PolitenessUnit returns what politeness.key names a politeness unit by:
+// for "host" (or ""), nil and "host" (each host name is its own unit); for
+// "domain", the registered domain (private suffixes added) and a name that
+// identifies the mapping ("domain", then the private suffixes). Errors name
+// the key.
+func PolitenessUnit(key string, private []string) (func(host string) string, string, error) {
+	switch key {
+	case "", "host":
+		return nil, "host", nil
+	case "domain":
+		d, err := NewDomains(private)
+		if err != nil {
+			return nil, "", err
+		}
+		name := "domain"
+		if len(d.private) > 0 {
+			name += " " + strings.Join(d.private, " ")
+		}
+		return d.Registered, name, nil
+	}
+	return nil, "", fmt.Errorf("politeness.key=%q: must be host or domain", key)
 }

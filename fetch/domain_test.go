@@ -71,14 +71,17 @@ func TestHostCap(t *testing.T) {
 		{"per domain", nil, 1, []string{"a.x.test", "a.y.test", "b.y.test", "b.x.test"}, nil, "yynn"},
 		{"private suffix splits", d, 1, []string{"a.h1.synth.test", "h1.synth.test", "b.h1.synth.test", "h2.synth.test"}, nil, "ynny"},
 		{"private suffix", d, 1, []string{"h1.synth.test", "h2.synth.test", "h3.synth.test"}, nil, "yyy"},
-		{"exempt do not count", nil, 1, []string{"seed.x.test", "a.x.test", "b.x.test"}, map[string]bool{"seed.x.test": true}, "yyn"},
+		{"exempt do not count", nil, 1, []string{"seed.x.test", "a.x.test", "b.x.test", "seed.x.test:8080"}, map[string]bool{"seed.x.test:80": true}, "yyny"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := NewHostCap(tc.dom, tc.max)
+			for h := range tc.exempt {
+				c.Exempt(h)
+			}
 			var got strings.Builder
 			for _, h := range tc.hosts {
-				fmt.Fprint(&got, map[bool]string{true: "y", false: "n"}[c.Admit(h, tc.exempt[h])])
+				fmt.Fprint(&got, map[bool]string{true: "y", false: "n"}[c.Admit(h)])
 			}
 			if got.String() != tc.want {
 				t.Errorf("admitted %s, want %s", got.String(), tc.want)
@@ -86,7 +89,7 @@ func TestHostCap(t *testing.T) {
 		})
 	}
 	var nilCap *HostCap
-	if !nilCap.Admit("a.test", false) {
+	if !nilCap.Admit("a.test") {
 		t.Error("nil HostCap refused a host")
 	}
 }

@@ -473,7 +473,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 // takes next; this decides whether a busy one goes on with its host.
 func (s *scheduler) refill(a *refillAsk, phase int, open bool) {
 	n := s.n
-	if !open || frontier.PhaseOf(frontier.HostHash(a.host), s.nphase) != phase || len(s.pending) > n.cfg.Workers-s.busy {
+	if !open || frontier.PhaseOf(n.unit.Hash(a.host), s.nphase) != phase || len(s.pending) > n.cfg.Workers-s.busy {
 		a.reply <- nil
 		return
 	}
