@@ -174,7 +174,7 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 	if ok, reason := n.scope.Allow(u, depth); !ok {
 		return false, reason
 	}
-	if depth == 0 {
+	if depth == 0 || n.seedHosts != nil { // the scope is the seeds' hosts: none counts
 		n.hostCap.Exempt(u.Host) // a seed's host does not count
 	} else if !n.hostCap.Admit(u.Host) {
 		n.capLog.Do(func() {
