@@ -26,7 +26,7 @@ const (
 type guestPool struct {
 	mu      sync.Mutex
 	hosts   map[string][]frontier.Guest
-	unit    frontier.Unit // the politeness unit phases are hashed from (Node.unit)
+	unit    frontier.Unit             // the politeness unit phases are hashed from (Node.unit)
 	queued  map[uint64]frontier.Guest // guests waiting here or placed in the bucket, by fingerprint
 	fetched map[uint64]time.Time      // fingerprints fetched (reported) here, and when
 	n       int

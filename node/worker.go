@@ -25,7 +25,7 @@ import (
 type hostTrip struct {
 	n         *Node
 	host      string
-	hostHash  uint64 // of the host's politeness unit (Node.unit): its phase
+	hostHash  uint64        // of the host's politeness unit (Node.unit): its phase
 	delay     time.Duration // max(delay, Crawl-delay)
 	last      time.Time     // end of the previous request to this host
 	results   []frontier.Result
