@@ -97,21 +97,22 @@ func stripPort(host string) string {
 // (scope.max_hosts_per_domain): a discovered URL whose host is not admitted
 // yet is refused once its registered domain has max names admitted.
 // Exempt hosts (seeds, scope.allow_hosts) pass and do not count. It keeps
-// the names it admitted (bounded by the domains seen times max) and is safe
-// for concurrent use. A nil *HostCap or max 0 admits everything.
+// the names it admitted (at most max per registered domain seen) and is
+// safe for concurrent use; a name admitted before costs one read-locked
+// map lookup. A nil *HostCap or max 0 admits everything.
 type HostCap struct {
 	dom *Domains
 	max int
 
-	mu     sync.Mutex
-	hosts  map[string]map[string]struct{} // registered domain -> host names admitted
-	exempt map[string]struct{}
+	mu    sync.RWMutex
+	known map[string]bool // host name -> admitted (false: exempt, not counted)
+	count map[string]int  // registered domain -> names admitted
 }
 
 // NewHostCap returns a cap of max names per registered domain (0:
 // unlimited), registered domains as dom gives them.
 func NewHostCap(dom *Domains, max int) *HostCap {
-	return &HostCap{dom: dom, max: max, hosts: map[string]map[string]struct{}{}, exempt: map[string]struct{}{}}
+	return &HostCap{dom: dom, max: max, known: map[string]bool{}, count: map[string]int{}}
 }
 
 // Exempt makes host (a URL host; its port is ignored) pass without
@@ -121,9 +122,17 @@ func (c *HostCap) Exempt(host string) {
 		return
 	}
 	name := strings.ToLower(stripPort(host))
+	c.mu.RLock()
+	_, ok := c.known[name]
+	c.mu.RUnlock()
+	if ok {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.exempt[name] = struct{}{}
+	if _, ok := c.known[name]; !ok {
+		c.known[name] = false
+	}
 }
 
 // Admit reports whether host (a URL host; its port is ignored) may be
@@ -134,24 +143,23 @@ func (c *HostCap) Admit(host string) bool {
 		return true
 	}
 	name := strings.ToLower(stripPort(host))
+	c.mu.RLock()
+	_, ok := c.known[name]
+	c.mu.RUnlock()
+	if ok {
+		return true
+	}
 	rd := c.dom.Registered(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.exempt[name]; ok {
+	if _, ok := c.known[name]; ok {
 		return true
 	}
-	set := c.hosts[rd]
-	if _, ok := set[name]; ok {
-		return true
-	}
-	if len(set) >= c.max {
+	if c.count[rd] >= c.max {
 		return false
 	}
-	if set == nil {
-		set = map[string]struct{}{}
-		c.hosts[rd] = set
-	}
-	set[name] = struct{}{}
+	c.count[rd]++
+	c.known[name] = true
 	return true
 }
 
