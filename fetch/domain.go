@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cespare/xxhash/v2"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -97,7 +98,8 @@ func stripPort(host string) string {
 // (scope.max_hosts_per_domain): a discovered URL whose host is not admitted
 // yet is refused once its registered domain has max names admitted.
 // Exempt hosts (seeds, scope.allow_hosts) pass and do not count. It keeps
-// the names it admitted (at most max per registered domain seen) and is
+// a 64-bit hash of each name it admitted (at most max per registered domain
+// seen, about 40 bytes each) and is
 // safe for concurrent use; a name admitted before costs one read-locked
 // map lookup. A nil *HostCap or max 0 admits everything.
 type HostCap struct {
@@ -105,14 +107,14 @@ type HostCap struct {
 	max int
 
 	mu    sync.RWMutex
-	known map[string]bool // host name -> admitted (false: exempt, not counted)
+	known map[uint64]bool // xxhash of the host name -> admitted (false: exempt, not counted)
 	count map[string]int  // registered domain -> names admitted
 }
 
 // NewHostCap returns a cap of max names per registered domain (0:
 // unlimited), registered domains as dom gives them.
 func NewHostCap(dom *Domains, max int) *HostCap {
-	return &HostCap{dom: dom, max: max, known: map[string]bool{}, count: map[string]int{}}
+	return &HostCap{dom: dom, max: max, known: map[uint64]bool{}, count: map[string]int{}}
 }
 
 // Exempt makes host (a URL host; its port is ignored) pass without
@@ -122,16 +124,17 @@ func (c *HostCap) Exempt(host string) {
 		return
 	}
 	name := strings.ToLower(stripPort(host))
+	key := xxhash.Sum64String(name)
 	c.mu.RLock()
-	_, ok := c.known[name]
+	_, ok := c.known[key]
 	c.mu.RUnlock()
 	if ok {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.known[name]; !ok {
-		c.known[name] = false
+	if _, ok := c.known[key]; !ok {
+		c.known[key] = false
 	}
 }
 
@@ -143,8 +146,9 @@ func (c *HostCap) Admit(host string) bool {
 		return true
 	}
 	name := strings.ToLower(stripPort(host))
+	key := xxhash.Sum64String(name)
 	c.mu.RLock()
-	_, ok := c.known[name]
+	_, ok := c.known[key]
 	c.mu.RUnlock()
 	if ok {
 		return true
@@ -152,14 +156,14 @@ func (c *HostCap) Admit(host string) bool {
 	rd := c.dom.Registered(name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.known[name]; ok {
+	if _, ok := c.known[key]; ok {
 		return true
 	}
 	if c.count[rd] >= c.max {
 		return false
 	}
 	c.count[rd]++
-	c.known[name] = true
+	c.known[key] = true
 	return true
 }
 
