@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ import (
 // on it), so that w1.wild.test and w2.wild.test are registered domains.
 const suffix = "wild.test"
 
-// domains are the wildcard servers' registered domains.
+// domains are the wildcard servers' registered domains in the tests.
 var domains = []string{"w1." + suffix, "w2." + suffix}
 
 // visit is one request the server answered.
@@ -44,20 +45,21 @@ type visit struct {
 // wildServer answers for any name under its domains: "/" links to three
 // fresh subdomains and to one page of its own host; robots.txt is 404.
 type wildServer struct {
-	mu     sync.Mutex
-	visits []visit
-	next   int
-	srv    *http.Server
-	addr   string
+	domains []string
+	mu      sync.Mutex
+	visits  []visit
+	next    int
+	srv     *http.Server
+	addr    string
 }
 
-func startWild(t *testing.T) *wildServer {
+func startWild(t testing.TB, domains []string) *wildServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wildServer{addr: ln.Addr().String()}
+	w := &wildServer{addr: ln.Addr().String(), domains: domains}
 	w.srv = &http.Server{Handler: w, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = w.srv.Serve(ln) }()
 	t.Cleanup(func() { _ = w.srv.Close() })
@@ -71,7 +73,7 @@ func (w *wildServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		host = h
 	}
 	var dom string
-	for _, d := range domains {
+	for _, d := range w.domains {
 		if host == d || strings.HasSuffix(host, "."+d) {
 			dom = d
 		}
@@ -109,7 +111,7 @@ func (w *wildServer) byDomain() map[string][]visit {
 	defer w.mu.Unlock()
 	out := map[string][]visit{}
 	for _, v := range w.visits {
-		for _, d := range domains {
+		for _, d := range w.domains {
 			if v.host == d || strings.HasSuffix(v.host, "."+d) {
 				out[d] = append(out[d], v)
 			}
@@ -121,9 +123,9 @@ func (w *wildServer) byDomain() map[string][]visit {
 	return out
 }
 
-func seeds() []string {
+func (w *wildServer) seeds() []string {
 	var s []string
-	for _, d := range domains {
+	for _, d := range w.domains {
 		s = append(s, "http://"+d+"/")
 	}
 	return s
@@ -148,7 +150,7 @@ func nodeConfig(dir, name string, w *wildServer, delay time.Duration) config.Con
 // runNodes starts the configured nodes (a cluster when there are more
 // than one), posts the seeds to the first, and returns the API addresses
 // and a stop function that waits for them to end.
-func runNodes(t *testing.T, cfgs []config.Config) ([]string, func()) {
+func runNodes(t testing.TB, w *wildServer, cfgs []config.Config) ([]string, func()) {
 	t.Helper()
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
@@ -193,7 +195,7 @@ func runNodes(t *testing.T, cfgs []config.Config) ([]string, func()) {
 	if len(cfgs) > 1 {
 		harness.WaitUntil(t, 30*time.Second, "cluster formed", func() bool { return harness.Formed(apis) })
 	}
-	if err := harness.PostSeeds(apis[0], "", seeds()); err != nil {
+	if err := harness.PostSeeds(apis[0], "", w.seeds()); err != nil {
 		stop()
 		t.Fatal(err)
 	}
@@ -210,7 +212,7 @@ func TestWildcardDomainKeyCluster(t *testing.T) {
 	}
 	const delay = 40 * time.Millisecond
 	const maxHosts = 8
-	w := startWild(t)
+	w := startWild(t, domains)
 	dir := t.TempDir()
 	var cfgs []config.Config
 	for _, name := range []string{"a", "b", "c"} {
@@ -221,7 +223,7 @@ func TestWildcardDomainKeyCluster(t *testing.T) {
 		cfgs = append(cfgs, c)
 	}
 	start := time.Now()
-	apis, stop := runNodes(t, cfgs)
+	apis, stop := runNodes(t, w, cfgs)
 	harness.WaitUntil(t, 90*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
 	elapsed := time.Since(start)
 	stop()
@@ -244,7 +246,7 @@ func TestWildcardDomainKeyCluster(t *testing.T) {
 
 // checkUnits fails t for every two requests to one registered domain that
 // overlap or are closer than delay, by the server's clock.
-func checkUnits(t *testing.T, w *wildServer, delay time.Duration) {
+func checkUnits(t testing.TB, w *wildServer, delay time.Duration) {
 	t.Helper()
 	for d, vs := range w.byDomain() {
 		overlaps, short := 0, 0
@@ -271,11 +273,11 @@ func checkUnits(t *testing.T, w *wildServer, delay time.Duration) {
 // their own reason.
 func TestWildcardHostCap(t *testing.T) {
 	const maxHosts = 12
-	w := startWild(t)
+	w := startWild(t, domains)
 	c := nodeConfig(t.TempDir(), "a", w, 5*time.Millisecond)
 	c.Scope.MaxHostsPerDomain = maxHosts
 	start := time.Now()
-	apis, stop := runNodes(t, []config.Config{c})
+	apis, stop := runNodes(t, w, []config.Config{c})
 	harness.WaitUntil(t, 60*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
 	elapsed := time.Since(start)
 	m, err := harness.Metrics(apis[0])
@@ -295,5 +297,57 @@ func TestWildcardHostCap(t *testing.T) {
 	}
 	if !strings.Contains(m, `phasecrawl_urls_out_of_scope_total{reason="max_hosts_per_domain"}`) {
 		t.Errorf("no phasecrawl_urls_out_of_scope_total{reason=\"max_hosts_per_domain\"} series")
+	}
+}
+
+// BenchmarkWildcardDomainKey: five wildcard servers, each linking every
+// page to fresh names, crawled by three members with politeness.key
+// domain, a 100 ms delay and the default scope.max_hosts_per_domain, for
+// PHASECRAWL_BENCH_WILDCARD_FOR (default 10s, and the shutdown): the
+// requests each server got between its first and its last (the delay
+// allows at most that time / 100 ms + 1), with the overlap and gap check
+// of the tests.
+//
+//	go test ./test/wildcard -run '^$' -bench WildcardDomainKey -benchtime 1x
+func BenchmarkWildcardDomainKey(b *testing.B) {
+	d := 10 * time.Second
+	if v := os.Getenv("PHASECRAWL_BENCH_WILDCARD_FOR"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const delay = 100 * time.Millisecond
+	for range b.N {
+		var doms []string
+		for i := range 5 {
+			doms = append(doms, fmt.Sprintf("s%d.%s", i+1, suffix))
+		}
+		w := startWild(b, doms)
+		dir := b.TempDir()
+		var cfgs []config.Config
+		for _, name := range []string{"a", "b", "c"} {
+			c := nodeConfig(dir, name, w, delay)
+			c.Politeness.Key = "domain"
+			c.Workers = 64
+			cfgs = append(cfgs, c)
+		}
+		_, stop := runNodes(b, w, cfgs)
+		time.Sleep(d)
+		stop()
+		checkUnits(b, w, delay)
+		var total int
+		var spans time.Duration
+		for dom, vs := range w.byDomain() {
+			names := map[string]bool{}
+			for _, v := range vs {
+				names[v.host] = true
+			}
+			span := vs[len(vs)-1].end.Sub(vs[0].start)
+			total, spans = total+len(vs), spans+span
+			b.Logf("%s: %d requests over %d names from its first request to its last, %s (the delay allows %d)",
+				dom, len(vs), len(names), span.Round(time.Millisecond), int(span/delay)+1)
+		}
+		b.ReportMetric(float64(total)/spans.Seconds(), "requests/s/server")
 	}
 }
