@@ -2,11 +2,17 @@ package node
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 // TestDelayFactor: with politeness.delay_factor the gap before a unit's
@@ -103,5 +109,95 @@ func TestUnitGates(t *testing.T) {
 	g.mu.Unlock()
 	if refs != 0 {
 		t.Errorf("refs = %d after every holder and waiter left, want 0", refs)
+	}
+}
+
+// TestSchedulerUnitHold: with politeness.key domain the scheduler hands
+// the workers one element per unit at a time; the others wait, in
+// dispatch order, until the unit's trip ends, and go back with the
+// unstarted URLs at a phase swap.
+func TestSchedulerUnitHold(t *testing.T) {
+	b, err := bucket.New(bucket.Config{Columns: 199, Rows: 4, ListCap: 20, MaxQueueWait: time.Second, Phases: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dom, err := fetch.NewDomains(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), unit: dom.Registered, gates: newUnitGates()}
+	s := newScheduler(n)
+	now := time.Now()
+	batch := func(host string) bucket.Batch {
+		if o := b.Add(now, host, frontier.HostHash(host), bucket.Item{FP: frontier.HostHash(host), URL: "http://" + host + "/"}); o != bucket.Placed {
+			t.Fatalf("add %s: %v", host, o)
+		}
+		bt, ok := b.DispatchHost(host, frontier.HostHash(host))
+		if !ok {
+			t.Fatalf("DispatchHost(%s): none", host)
+		}
+		return bt
+	}
+	state := func() string {
+		var hs []string
+		for _, bt := range s.pending {
+			hs = append(hs, bt.Host)
+		}
+		var held []string
+		for _, bt := range s.held["x.com"] {
+			held = append(held, bt.Host)
+		}
+		return strings.Join(hs, " ") + " | " + strings.Join(held, " ")
+	}
+	for _, h := range []string{"a.x.com", "b.x.com", "c.y.com", "d.x.com", "x.com:8080"} {
+		s.tripDone(h) // known hosts: no priority lane
+	}
+	steps := []struct {
+		enqueue []string
+		handOut int
+		done    string // a trip of this host ends
+		want    string
+	}{
+		{enqueue: []string{"a.x.com", "b.x.com", "c.y.com", "d.x.com"}, want: "a.x.com c.y.com | b.x.com d.x.com"},
+		{handOut: 1, want: "c.y.com | b.x.com d.x.com"},
+		{done: "a.x.com", want: "c.y.com b.x.com | d.x.com"},
+		{enqueue: []string{"x.com:8080"}, want: "c.y.com b.x.com | d.x.com x.com:8080"},
+		{handOut: 2, done: "c.y.com", want: " | d.x.com x.com:8080"},
+	}
+	for i, st := range steps {
+		var bs []bucket.Batch
+		for _, h := range st.enqueue {
+			bs = append(bs, batch(h))
+		}
+		s.enqueue(bs)
+		for range st.handOut {
+			s.handedOut()
+		}
+		if st.done != "" {
+			s.unitDone(st.done)
+		}
+		if got := state(); got != st.want {
+			t.Fatalf("step %d: pending | held %q, want %q", i, got, st.want)
+		}
+	}
+	if got := len(s.batchRefs(s.heldBatches())); got != 2 {
+		t.Errorf("held URLs %d, want 2 (handed back at a swap)", got)
+	}
+	s.dropHeld(time.Now())
+	if len(s.held) != 0 || s.units["x.com"] != 1 {
+		t.Errorf("after the swap: held %v, units %v; want none held, x.com's trip still counted", s.held, s.units)
+	}
+	s.unitDone("b.x.com")
+	if len(s.units) != 0 {
+		t.Errorf("units %v after every trip ended, want none", s.units)
+	}
+}
+
+// TestSchedulerNoUnitHoldByHost: with politeness.key host nothing is held.
+func TestSchedulerNoUnitHoldByHost(t *testing.T) {
+	n := &Node{}
+	s := newScheduler(n)
+	if s.holdForUnit(bucket.Batch{Host: "a.x.com"}) || s.holdForUnit(bucket.Batch{Host: "b.x.com"}) {
+		t.Error("an element was held with politeness.key host")
 	}
 }
