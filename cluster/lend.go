@@ -282,7 +282,7 @@ func (l *lending) returned(r frontier.Ref, holder string, epoch int64) {
 
 // takeAgain removes and returns the URLs of again of phase (of nphase)
 // given back in epoch; those of an earlier epoch are forgotten.
-func (l *lending) takeAgain(epoch int64, phase, nphase int) []frontier.Ref {
+func (l *lending) takeAgain(epoch int64, phase, nphase int, unit frontier.Unit) []frontier.Ref {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.againEpoch != epoch {
@@ -292,7 +292,7 @@ func (l *lending) takeAgain(epoch int64, phase, nphase int) []frontier.Ref {
 	}
 	var out []frontier.Ref
 	for fp, r := range l.again {
-		if frontier.PhaseOf(frontier.HostHash(r.Host), nphase) == phase {
+		if frontier.PhaseOf(unit.Hash(r.Host), nphase) == phase {
 			out = append(out, r)
 			delete(l.again, fp)
 		}
@@ -622,7 +622,7 @@ func (c *Cluster) offerBack(peer string, urls []frontier.NewURL) lendOffer {
 			host = frontier.RefOf(u.URL).Host
 		}
 		host = strings.ToLower(host)
-		if host == "" || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != q {
+		if host == "" || frontier.PhaseOf(c.cfg.Unit.Hash(host), st.NPhase) != q {
 			continue
 		}
 		fp := frontier.Fingerprint(u.URL)
@@ -690,7 +690,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		cur = lendCursor{epoch: epoch, phase: q}
 	}
 	var recs []frontier.Record
-	for _, r := range c.lends.takeAgain(epoch, q, c.front.Phases()) {
+	for _, r := range c.lends.takeAgain(epoch, q, c.front.Phases(), c.cfg.Unit) {
 		// Given back earlier in this epoch: behind the cursor now.
 		rec, ok, err := c.front.Get(r)
 		if err != nil {
@@ -775,7 +775,7 @@ func (c *Cluster) takeLends(ctx context.Context, urls []frontier.NewURL) int {
 		}
 		g := frontier.Guest{NewURL: u, Tries: tries, Lender: f[2], Epoch: epoch, Until: st.RequestDeadline}
 		g.Host = host
-		if !open || epoch != st.Epoch || frontier.PhaseOf(frontier.HostHash(host), st.NPhase) != st.Phase {
+		if !open || epoch != st.Epoch || frontier.PhaseOf(c.cfg.Unit.Hash(host), st.NPhase) != st.Phase {
 			back = append(back, g)
 			continue
 		}

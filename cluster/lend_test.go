@@ -87,19 +87,19 @@ func TestLendingMarks(t *testing.T) {
 	// working on its host's phase, and only once; a later epoch's scan
 	// starts from the oldest URL and forgets it.
 	ph := frontier.PhaseOf(frontier.HostHash("h1"), 3)
-	if got := l.takeAgain(7, (ph+1)%3, 3); len(got) != 0 {
+	if got := l.takeAgain(7, (ph+1)%3, 3, nil); len(got) != 0 {
 		t.Errorf("takeAgain for another phase = %v", got)
 	}
-	if got := l.takeAgain(7, ph, 3); len(got) != 1 || got[0] != r1 {
+	if got := l.takeAgain(7, ph, 3, nil); len(got) != 1 || got[0] != r1 {
 		t.Errorf("takeAgain = %v, want [%v]", got, r1)
 	}
-	if got := l.takeAgain(7, ph, 3); len(got) != 0 {
+	if got := l.takeAgain(7, ph, 3, nil); len(got) != 0 {
 		t.Errorf("takeAgain twice = %v", got)
 	}
 	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
 	l.out["p"]++
 	l.returned(r1, "p", 7)
-	if got := l.takeAgain(8, ph, 3); len(got) != 0 || len(l.again) != 0 {
+	if got := l.takeAgain(8, ph, 3, nil); len(got) != 0 || len(l.again) != 0 {
 		t.Errorf("takeAgain in a later epoch = %v (again %v)", got, l.again)
 	}
 	l.settle([]uint64{3})

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -84,6 +85,10 @@ type NodeConfig struct {
 	// ScopeDigest identifies the node's scope settings (ScopeDigestOf); a
 	// node refuses to join members whose digest differs.
 	ScopeDigest string
+	// Unit is the politeness unit a host's phase is hashed from
+	// (politeness.key; nil: the host). Every member must use the same:
+	// NodeConfigFrom puts it in ScopeDigest.
+	Unit frontier.Unit
 	// JoinTimeout bounds how long a starting node waits, before it
 	// fetches, for every member to have moved the records it owns to it
 	// (see Cluster). Default 2m.
@@ -116,6 +121,16 @@ type NodeConfig struct {
 // gossip and the scheduler's wake-up.
 func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) NodeConfig {
 	k := cfg.Cluster
+	// node.New refused a bad politeness.key or private suffix already.
+	u, unitName, _ := fetch.PolitenessUnit(cfg.Politeness.Key, cfg.Scope.PrivateSuffixes)
+	var unit frontier.Unit
+	if u != nil {
+		unit = u
+	}
+	digest := ScopeDigestOf(cfg.Scope)
+	if unitName != "host" {
+		digest = scopeDigest(cfg.Scope, "politeness.key="+unitName)
+	}
 	var tune func(*memberlist.Config)
 	if k.FastGossip {
 		tune = FastTimings
@@ -125,9 +140,9 @@ func NodeConfigFrom(cfg config.Config, key []byte, api string, wake func()) Node
 		Outbox: filepath.Join(cfg.Data, "outbox.db"), Phases: k.Phases, PhaseDuration: k.PhaseDuration,
 		Guard: k.PhaseGuard(), Columns: cfg.Bucket.Columns, NTP: k.NTP, Wake: wake,
 		HandoffTimeout: k.HandoffTimeout, JoinTimeout: k.JoinTimeout, BatchDelay: k.BatchDelay, Tune: tune,
-		TakeoverAfter: k.TakeoverAfter, ScopeDigest: ScopeDigestOf(cfg.Scope), MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
+		TakeoverAfter: k.TakeoverAfter, ScopeDigest: digest, MaxPagesPerHost: cfg.Scope.MaxPagesPerHost,
 		FenceAfter: k.FenceAfter, ReconnectInterval: k.ReconnectInterval, ReconnectTimeout: k.ReconnectTimeout,
-		Lend: k.Lend, Revisit: RevisitSchedule(cfg),
+		Lend: k.Lend, Revisit: RevisitSchedule(cfg), Unit: unit,
 	}
 }
 
@@ -171,10 +186,19 @@ type ScopeDelegate interface {
 // ScopeDigestOf is a short digest of the scope settings that must be the
 // same on every member: allowed hosts and domains, include and exclude
 // patterns, the depth and per-host page limits.
-func ScopeDigestOf(s config.Scope) string {
+func ScopeDigestOf(s config.Scope) string { return scopeDigest(s) }
+
+// scopeDigest is ScopeDigestOf with extra settings that must match too
+// (the politeness unit). The private suffixes and the host cap count only
+// when set, so that the digest of a scope without them is unchanged.
+func scopeDigest(s config.Scope, extra ...string) string {
 	h := sha256.New()
-	for _, part := range [][]string{s.AllowHosts, s.AllowDomains, s.Include, s.Exclude,
-		{strconv.Itoa(s.MaxDepth), strconv.Itoa(s.MaxPagesPerHost)}} {
+	parts := [][]string{s.AllowHosts, s.AllowDomains, s.Include, s.Exclude,
+		{strconv.Itoa(s.MaxDepth), strconv.Itoa(s.MaxPagesPerHost)}}
+	if len(s.PrivateSuffixes) > 0 || len(extra) > 0 {
+		parts = append(parts, s.PrivateSuffixes, extra)
+	}
+	for _, part := range parts {
 		for _, v := range part {
 			h.Write([]byte(v))
 			h.Write([]byte{0})

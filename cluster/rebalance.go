@@ -69,7 +69,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 		if busy && len(recs) > 0 {
 			inPhase := c.sched.busyHosts(time.Now(), min(time.Second, c.cfg.PhaseDuration/4))
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
-				if r.State == frontier.Completed || !inPhase(frontier.HostHash(r.Host)) {
+				if r.State == frontier.Completed || !inPhase(c.cfg.Unit.Hash(r.Host)) {
 					return false
 				}
 				tot.kept++

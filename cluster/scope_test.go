@@ -153,6 +153,48 @@ func TestScopeDigestOf(t *testing.T) {
 	}
 }
 
+// TestScopeDigestPoliteness: members must agree on the politeness unit
+// (politeness.key, and the private suffixes that make a registered
+// domain), so NodeConfigFrom puts them in the digest; with the default key
+// and no private suffix the digest is ScopeDigestOf's.
+func TestScopeDigestPoliteness(t *testing.T) {
+	base := config.Default()
+	digest := func(set func(*config.Config)) string {
+		c := base
+		if set != nil {
+			set(&c)
+		}
+		return NodeConfigFrom(c, nil, "", nil).ScopeDigest
+	}
+	if got := digest(nil); got != ScopeDigestOf(base.Scope) {
+		t.Errorf("default: digest %s, want ScopeDigestOf's %s", got, ScopeDigestOf(base.Scope))
+	}
+	domain := func(c *config.Config) { c.Politeness.Key = "domain" }
+	for _, tc := range []struct {
+		name string
+		a, b func(*config.Config)
+		same bool
+	}{
+		{"key", nil, domain, false},
+		{"suffixes", func(c *config.Config) { c.Scope.PrivateSuffixes = []string{"x.test"} }, nil, false},
+		{"domain and suffixes", domain, func(c *config.Config) { domain(c); c.Scope.PrivateSuffixes = []string{"x.test"} }, false},
+		{"delay factor is per member", nil, func(c *config.Config) { c.Politeness.DelayFactor = 2 }, true},
+		{"host cap is per member", nil, func(c *config.Config) { c.Scope.MaxHostsPerDomain = 5 }, true},
+	} {
+		if got := digest(tc.a) == digest(tc.b); got != tc.same {
+			t.Errorf("%s: same digest = %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	if u := NodeConfigFrom(base, nil, "", nil).Unit; u != nil {
+		t.Error("politeness.key host: Unit is not nil")
+	}
+	c := base
+	c.Politeness.Key, c.Scope.PrivateSuffixes = "domain", []string{"x.test"}
+	if u := NodeConfigFrom(c, nil, "", nil).Unit; u == nil || u("a.b.x.test") != "b.x.test" {
+		t.Error("politeness.key domain: Unit is not the registered domain")
+	}
+}
+
 func TestScopeEntryCodec(t *testing.T) {
 	ok := Entry{Kind: KindScope, NewURL: frontier.NewURL{Host: "example.org"}}
 	b := EncodeBatch(Batch{ID: 7, Entries: []Entry{ok}})

@@ -60,16 +60,17 @@ type Config struct {
 	// Default 0 = unlimited, valid 0..8760h.
 	MaxDuration time.Duration `yaml:"max_duration"`
 
-	Scope    Scope    `yaml:"scope"`
-	Fetch    Fetch    `yaml:"fetch"`
-	Robots   Robots   `yaml:"robots"`
-	Frontier Frontier `yaml:"frontier"`
-	Bucket   Bucket   `yaml:"bucket"`
-	WARC     WARC     `yaml:"warc"`
-	Log      Log      `yaml:"log"`
-	DNS      DNS      `yaml:"dns"`
-	Cluster  Cluster  `yaml:"cluster"`
-	Recrawl  Recrawl  `yaml:"recrawl"`
+	Scope      Scope      `yaml:"scope"`
+	Politeness Politeness `yaml:"politeness"`
+	Fetch      Fetch      `yaml:"fetch"`
+	Robots     Robots     `yaml:"robots"`
+	Frontier   Frontier   `yaml:"frontier"`
+	Bucket     Bucket     `yaml:"bucket"`
+	WARC       WARC       `yaml:"warc"`
+	Log        Log        `yaml:"log"`
+	DNS        DNS        `yaml:"dns"`
+	Cluster    Cluster    `yaml:"cluster"`
+	Recrawl    Recrawl    `yaml:"recrawl"`
 
 	// Bandwidth caps the node's download rate and shares it among the
 	// sites (bandwidth.limit, bandwidth.policy; the file also takes
@@ -240,6 +241,25 @@ type Scope struct {
 	MaxDepth int `yaml:"max_depth"`
 	// MaxPagesPerHost caps the URLs admitted per host; 0 = unlimited. Default 100000.
 	MaxPagesPerHost int `yaml:"max_pages_per_host"`
+	// PrivateSuffixes add to the Public Suffix List, as its private section
+	// holds github.io: with "example.net" here, a.b.example.net's registered
+	// domain is b.example.net.
+	PrivateSuffixes []string `yaml:"private_suffixes"`
+	// MaxHostsPerDomain caps the host names admitted per registered domain
+	// (seed hosts and allow_hosts do not count), per member; 0 = unlimited.
+	// Default 1000, valid 0..1000000.
+	MaxHostsPerDomain int `yaml:"max_hosts_per_domain"`
+}
+
+// Politeness chooses what one politeness unit is.
+type Politeness struct {
+	// Key is "host" (each host name is a unit) or "domain" (every name of a
+	// registered domain is one unit: one phase, one delay, one request at a
+	// time). Default "host".
+	Key string `yaml:"key"`
+	// DelayFactor: the next request to a unit waits at least this many
+	// times the last response time. Default 0 (off), valid 0..100.
+	DelayFactor float64 `yaml:"delay_factor"`
 }
 
 // Fetch configures the HTTP fetcher.
@@ -455,7 +475,8 @@ func Default() Config {
 		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
 		Workers:         256,
 		ShutdownTimeout: 30 * time.Second,
-		Scope:           Scope{MaxPagesPerHost: 100000},
+		Scope:           Scope{MaxPagesPerHost: 100000, MaxHostsPerDomain: 1000},
+		Politeness:      Politeness{Key: "host"},
 		Fetch: Fetch{
 			ConnectTimeout: 15 * time.Second,
 			HeaderTimeout:  10 * time.Second,
@@ -539,6 +560,13 @@ func (c Config) Validate() error {
 	durRange("max_duration", c.MaxDuration, 0, 8760*time.Hour)
 	intRange("scope.max_depth", int64(c.Scope.MaxDepth), 0, 10000)
 	intRange("scope.max_pages_per_host", int64(c.Scope.MaxPagesPerHost), 0, 1<<31-1)
+	intRange("scope.max_hosts_per_domain", int64(c.Scope.MaxHostsPerDomain), 0, 1000000)
+	if c.Politeness.Key != "host" && c.Politeness.Key != "domain" {
+		bad("politeness.key=%q: must be host or domain", c.Politeness.Key)
+	}
+	if !(c.Politeness.DelayFactor >= 0 && c.Politeness.DelayFactor <= 100) {
+		bad("politeness.delay_factor=%g: must be in 0..100", c.Politeness.DelayFactor)
+	}
 	durRange("fetch.connect_timeout", c.Fetch.ConnectTimeout, time.Millisecond, 10*time.Minute)
 	durRange("fetch.header_timeout", c.Fetch.HeaderTimeout, time.Millisecond, 10*time.Minute)
 	durRange("fetch.body_timeout", c.Fetch.BodyTimeout, time.Millisecond, 10*time.Minute)

@@ -63,6 +63,21 @@ func TestPrecedence(t *testing.T) {
 			return ""
 		}, ""},
 		{"bad env names key", nil, map[string]string{"PHASECRAWL_WORKERS": "many"}, nil, "workers"},
+		{"politeness flags", []string{"--politeness-key", "domain", "--delay-factor", "2.5", "--private-suffix", "a.test", "--private-suffix", "b.test", "--max-hosts-per-domain", "50"}, nil, func(c Config) string {
+			if c.Politeness.Key != "domain" || c.Politeness.DelayFactor != 2.5 || len(c.Scope.PrivateSuffixes) != 2 || c.Scope.MaxHostsPerDomain != 50 {
+				return fmt.Sprintf("politeness flags not applied: %+v %+v", c.Politeness, c.Scope)
+			}
+			return ""
+		}, ""},
+		{"politeness env", nil, map[string]string{"PHASECRAWL_POLITENESS_KEY": "domain", "PHASECRAWL_SCOPE_PRIVATE_SUFFIXES": "a.test,b.test"}, func(c Config) string {
+			if c.Politeness.Key != "domain" || len(c.Scope.PrivateSuffixes) != 2 || c.Scope.MaxHostsPerDomain != 1000 || c.Politeness.DelayFactor != 0 {
+				return fmt.Sprintf("politeness env not applied, or defaults wrong: %+v %+v", c.Politeness, c.Scope)
+			}
+			return ""
+		}, ""},
+		{"bad politeness key", []string{"--politeness-key", "ip"}, nil, nil, `politeness.key="ip": must be host or domain`},
+		{"bad delay factor", []string{"--delay-factor", "-1"}, nil, nil, "politeness.delay_factor=-1: must be in 0..100"},
+		{"bad max hosts per domain", []string{"--max-hosts-per-domain", "-1"}, nil, nil, "scope.max_hosts_per_domain=-1: must be in 0..1000000"},
 		{"range names key", []string{"--workers", "0"}, nil, nil, "workers=0: must be in 1..4096"},
 		{"bucket columns not prime", nil, map[string]string{"PHASECRAWL_BUCKET_COLUMNS": "2000"}, nil, "bucket.columns"},
 		{"unknown yaml key", []string{"--config", writeFile(t, dir, "bad.yaml", "delya: 1s\n")}, nil, nil, "delya"},

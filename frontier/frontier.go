@@ -31,6 +31,7 @@ var (
 	mSeq     = []byte("seq")     // last queue sequence number (uint64 BE)
 	mNPhase  = []byte("nphase")  // Nphase the queue is keyed for (uint64 BE)
 	mRekey   = []byte("rekey")   // present while SetPhases re-keys the queue
+	mUnit    = []byte("unit")    // Options.UnitName the queue is keyed for (absent: "host")
 	mCounts  = []byte("counts")  // per-state counters, numCounters × uint64 BE
 )
 
@@ -216,6 +217,7 @@ func (f *Frontier) update(fn func(*bolt.Tx) error) error {
 func (f *Frontier) init() error {
 	var fresh, rekey, v1 bool
 	var nphase uint64
+	unit := "host"
 	err := f.view(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bMeta)
 		if meta == nil {
@@ -253,6 +255,9 @@ func (f *Frontier) init() error {
 			return errors.New("corrupt frontier: meta nphase")
 		}
 		rekey = meta.Get(mRekey) != nil
+		if u := meta.Get(mUnit); u != nil {
+			unit = string(u)
+		}
 		if v := meta.Get(mRevisits); len(v) == 8 {
 			f.wrevisits = int64(binary.BigEndian.Uint64(v))
 		}
@@ -285,6 +290,7 @@ func (f *Frontier) init() error {
 				meta.Put(mVersion, []byte{formatVersion}),
 				meta.Put(mSeq, binary.BigEndian.AppendUint64(nil, 0)),
 				meta.Put(mNPhase, binary.BigEndian.AppendUint64(nil, nphase)),
+				meta.Put(mUnit, []byte(f.unitName())),
 				meta.Put(mCounts, make([]byte, 8*numCounters)),
 			)
 		})
@@ -308,6 +314,10 @@ func (f *Frontier) init() error {
 	}
 	f.nphase.Store(int64(nphase))
 	f.publishCounts()
+	if !fresh && unit != f.unitName() {
+		f.log.Info("politeness unit changed: re-keying the queue", "was", unit, "now", f.unitName())
+		rekey = true
+	}
 	if rekey || int(nphase) != f.opts.Phases {
 		if err := f.rekey(f.opts.Phases); err != nil {
 			return err
@@ -394,6 +404,18 @@ func (f *Frontier) Counts() Counts {
 // Skipped is how many new URLs Add refused (ever, persisted) because their
 // host had reached MaxPerHost.
 func (f *Frontier) Skipped() int64 { return f.cnt[cSkipped].Load() }
+
+// unitName is Options.UnitName, "host" when empty.
+func (f *Frontier) unitName() string {
+	if f.opts.UnitName == "" {
+		return "host"
+	}
+	return f.opts.UnitName
+}
+
+// UnitHash is the hash of host's politeness unit (Options.Unit): the hash
+// its phase is taken from.
+func (f *Frontier) UnitHash(host string) uint64 { return f.opts.Unit.Hash(host) }
 
 // Phases is the Nphase the queue is currently keyed for.
 func (f *Frontier) Phases() int { return int(f.nphase.Load()) }

@@ -27,3 +27,17 @@ func PhaseOf(hostHash uint64, nphase int) int {
 	}
 	return int(hostHash % uint64(nphase))
 }
+
+// Unit maps a host to its politeness unit: the name its phase is hashed
+// from. nil is the host itself (politeness.key host); with politeness.key
+// domain it is the host's registered domain, so that every name of a
+// domain falls in one phase.
+type Unit func(host string) string
+
+// Hash is HostHash of the host's unit: the hash PhaseOf takes.
+func (u Unit) Hash(host string) uint64 {
+	if u == nil {
+		return HostHash(host)
+	}
+	return HostHash(u(host))
+}

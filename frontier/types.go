@@ -208,8 +208,14 @@ type Options struct {
 	// Path is the bbolt file (created if missing). Required.
 	Path string
 	// Phases is Nphase: queue keys are prefixed by
-	// PhaseOf(HostHash(host), Phases). Default 1, valid 1..65535.
+	// PhaseOf(Unit.Hash(host), Phases). Default 1, valid 1..65535.
 	Phases int
+	// Unit is the politeness unit phases are hashed from (nil: the host).
+	Unit Unit
+	// UnitName names Unit ("" or "host" for nil). It is kept in the
+	// frontier: opened with another name, the queue is re-keyed for the
+	// new unit, as for another Phases.
+	UnitName string
 	// MaxPerHost admits at most this many URLs per host (0 = unlimited,
 	// the default); counted persistently per host. Valid >= 0.
 	MaxPerHost int

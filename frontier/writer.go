@@ -555,7 +555,7 @@ func (st *txState) putRecord(s *stored) error {
 }
 
 func (st *txState) qkey(s *stored) []byte {
-	return queueKey(st.slab.take(queueKeyLen), PhaseOf(HostHash(s.Host), st.nphase), s.seq)
+	return queueKey(st.slab.take(queueKeyLen), PhaseOf(st.f.opts.Unit.Hash(s.Host), st.nphase), s.seq)
 }
 
 func (st *txState) enqueue(s *stored) error {
@@ -896,6 +896,7 @@ func (f *Frontier) rekey(n int) error {
 		return errors.Join(
 			meta.Put(mRekey, []byte{1}),
 			meta.Put(mNPhase, binary.BigEndian.AppendUint64(nil, uint64(n))),
+			meta.Put(mUnit, []byte(f.unitName())),
 		)
 	})
 	if err != nil {
@@ -928,7 +929,7 @@ func (f *Frontier) rekey(n int) error {
 				if err != nil {
 					return err
 				}
-				p := PhaseOf(HostHash(host), n)
+				p := PhaseOf(f.opts.Unit.Hash(host), n)
 				if p != int(binary.BigEndian.Uint16(k)) {
 					moves = append(moves, move{next, queueKey(nil, p, binary.BigEndian.Uint64(k[2:])), bytes.Clone(v)})
 				}

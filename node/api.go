@@ -171,5 +171,17 @@ func (n *Node) inScope(u *url.URL, depth int) (bool, string) {
 	if n.seedHosts != nil && !n.seedHosts.Has(u.Host) {
 		return false, "host"
 	}
-	return n.scope.Allow(u, depth)
+	if ok, reason := n.scope.Allow(u, depth); !ok {
+		return false, reason
+	}
+	if depth == 0 || n.seedHosts != nil { // the scope is the seeds' hosts: none counts
+		n.hostCap.Exempt(u.Host) // a seed's host does not count
+	} else if !n.hostCap.Admit(u.Host) {
+		n.capLog.Do(func() {
+			n.log.Warn("a registered domain reached scope.max_hosts_per_domain: its further host names are refused",
+				"host", u.Host, "max_hosts_per_domain", n.cfg.Scope.MaxHostsPerDomain)
+		})
+		return false, "max_hosts_per_domain"
+	}
+	return true, ""
 }

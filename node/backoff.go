@@ -224,7 +224,7 @@ type tripHold struct {
 
 // gap is the host's delay between two requests: the configured delay (or
 // its Crawl-delay), grown by its back-offs.
-func (t *hostTrip) gap() time.Duration { return max(t.delay, t.grown) }
+func (t *hostTrip) gap() time.Duration { return max(t.delay, t.grown, t.slowed) }
 
 // onHold reports whether the host is backed off: the trip met a back-off
 // already, or the node's back-off state holds the host for longer than a

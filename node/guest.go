@@ -26,6 +26,7 @@ const (
 type guestPool struct {
 	mu      sync.Mutex
 	hosts   map[string][]frontier.Guest
+	unit    frontier.Unit             // the politeness unit phases are hashed from (Node.unit)
 	queued  map[uint64]frontier.Guest // guests waiting here or placed in the bucket, by fingerprint
 	fetched map[uint64]time.Time      // fingerprints fetched (reported) here, and when
 	n       int
@@ -94,7 +95,7 @@ func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]frontier
 	}
 	var out map[string][]frontier.Guest
 	for h, gs := range p.hosts {
-		if nphase > 1 && frontier.PhaseOf(frontier.HostHash(h), nphase) != phase {
+		if nphase > 1 && frontier.PhaseOf(p.unit.Hash(h), nphase) != phase {
 			continue
 		}
 		keep := gs[:0]

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,10 @@ type Node struct {
 	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
 
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
+	unit      frontier.Unit   // politeness.key: the unit a host's phase is hashed from (nil: the host)
+	gates     *unitGates      // politeness.key domain: one request at a time per unit on this node (nil: host)
+	hostCap   *fetch.HostCap  // scope.max_hosts_per_domain
+	capLog    sync.Once       // the first refusal by hostCap is logged
 	hard      *hardening      // redirect chain lengths (hardening.go)
 	ctl       *control        // pause, resume and the crawl budget (control.go)
 	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
@@ -184,6 +189,23 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}()
 	fo := frontier.DefaultOptions(filepath.Join(cfg.Data, "frontier.db"))
+	unit, unitName, err := fetch.PolitenessUnit(cfg.Politeness.Key, cfg.Scope.PrivateSuffixes)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if unit != nil {
+		n.unit, n.gates = unit, newUnitGates()
+	}
+	n.guests.unit = n.unit
+	fo.Unit, fo.UnitName = n.unit, unitName
+	doms, err := fetch.NewDomains(cfg.Scope.PrivateSuffixes)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n.hostCap = fetch.NewHostCap(doms, cfg.Scope.MaxHostsPerDomain)
+	for _, h := range cfg.Scope.AllowHosts {
+		n.hostCap.Exempt(strings.ToLower(strings.TrimSpace(h)))
+	}
 	if opts.StartCluster != nil {
 		// The cluster's PhaseClock is built after the frontier opens; start
 		// from the configured count, the scheduler re-keys when it differs.
@@ -196,7 +218,6 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	fo.MaxTries = cfg.Fetch.MaxTries
 	fo.BatchSize = cfg.Frontier.BatchSize
 	fo.BatchDelay = cfg.Frontier.BatchDelay
-	var err error
 	if n.front, err = frontier.Open(fo); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}

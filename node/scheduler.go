@@ -78,6 +78,10 @@ type scheduler struct {
 	// answered yet, in submission order.
 	started map[bucket.ElementID]time.Time
 	timing  []*frontier.Pending
+
+	// unitHold keeps one element per politeness unit with the workers
+	// (politeness.key domain; unithold.go).
+	unitHold
 }
 
 // want is a granted refill not answered yet; partial: it was granted
@@ -240,6 +244,9 @@ func (s *scheduler) enqueue(bs []bucket.Batch) {
 		rankOf = func(host string) rank { return s.rank(host, ranked) }
 	}
 	for _, b := range bs {
+		if s.holdForUnit(b) {
+			continue // another element of its unit is with the workers
+		}
 		if s.n.deadJobs != nil && s.n.inactive.has(b.Host) {
 			s.pushDead(b) // the dead-link lane (deadlane.go)
 			continue
@@ -473,7 +480,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 // takes next; this decides whether a busy one goes on with its host.
 func (s *scheduler) refill(a *refillAsk, phase int, open bool) {
 	n := s.n
-	if !open || frontier.PhaseOf(frontier.HostHash(a.host), s.nphase) != phase || len(s.pending) > n.cfg.Workers-s.busy {
+	if !open || frontier.PhaseOf(n.unit.Hash(a.host), s.nphase) != phase || len(s.pending) > n.cfg.Workers-s.busy {
 		a.reply <- nil
 		return
 	}
@@ -549,6 +556,7 @@ func (s *scheduler) finish(f finished) {
 	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
 		s.n.log.Error("scheduler: finish element", "error", err)
 	}
+	s.unitDone(f.host)
 }
 
 // swap returns the QUEUING URLs of the old phase to IN_LIST (KSpider §3.3).
@@ -564,6 +572,9 @@ func (s *scheduler) swap(phase, nphase int) {
 	for _, b := range s.dead {
 		_ = n.bkt.Finish(b.ID, time.Now(), 0)
 	}
+	s.dropUnits(s.pending)
+	s.dropUnits(s.dead)
+	s.dropHeld(time.Now())
 	s.pending, s.nprio, s.urgent, s.dead = nil, 0, s.urgent[:0], nil
 	n.giveBack(n.guests.clear()) // lent for the phase that ended
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
@@ -586,6 +597,9 @@ func (s *scheduler) stop() {
 	n := s.n
 	refs := s.unstarted()
 	s.answerWants()
+	s.dropUnits(s.pending)
+	s.dropUnits(s.dead)
+	clear(s.held)
 	s.pending, s.nprio, s.dead = nil, 0, nil
 	n.giveBack(n.guests.clear())
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
@@ -600,6 +614,7 @@ func (s *scheduler) stop() {
 func (s *scheduler) unstarted() []frontier.Ref {
 	refs := s.batchRefs(s.n.bkt.Drain())
 	refs = append(refs, s.batchRefs(s.dead)...)
+	refs = append(refs, s.batchRefs(s.heldBatches())...)
 	return append(refs, s.batchRefs(s.pending)...)
 }
 

@@ -26,9 +26,9 @@ type hostTrip struct {
 	n          *Node
 	host       string
 	robotsResp *fetch.Response // the robots.txt fetched for the current URL, until parsed (its body budget share)
-	hostHash   uint64
-	delay      time.Duration // max(delay, Crawl-delay)
-	last       time.Time     // end of the previous request to this host
+	hostHash   uint64          // of the host's politeness unit (Node.unit): its phase
+	delay      time.Duration   // max(delay, Crawl-delay)
+	last       time.Time       // end of the previous request to this host
 	results    []frontier.Result
 	done       []frontier.NewURL // the URLs of the COMPLETED results not replicated yet (Replicator)
 	found      []frontier.NewURL
@@ -60,6 +60,9 @@ type hostTrip struct {
 	sent map[uint64]struct{}
 
 	requests int           // requests sent (robots.txt included)
+	slowed   time.Duration // politeness.delay_factor times the last response time (capped)
+	unitKey  string        // the host's politeness unit with politeness.key domain
+	gated    bool          // the trip holds its unit's gate (Node.gates) for a request
 	busy     time.Duration // their response times, summed
 	refused  refusals      // refused links not yet counted in the hosts report (reports.go)
 
@@ -88,7 +91,7 @@ func (n *Node) work(fetchCtx, runCtx context.Context, b bucket.Batch) {
 
 // workIn is work in a lane: the live one, or the dead-link lane (inactive).
 func (n *Node) workIn(fetchCtx, runCtx context.Context, b bucket.Batch, inactive bool) {
-	t := &hostTrip{n: n, host: b.Host, hostHash: frontier.HostHash(b.Host), delay: n.cfg.Delay, id: b.ID, sent: make(map[uint64]struct{}),
+	t := &hostTrip{n: n, host: b.Host, hostHash: n.unit.Hash(b.Host), delay: n.cfg.Delay, id: b.ID, sent: make(map[uint64]struct{}),
 		list: tripList{items: b.Items, listCap: n.cfg.Bucket.ListCap, refills: !inactive}, inactive: inactive}
 	n.m.DeadLane.WithLabelValues(lane(inactive)).Inc()
 	pd := n.deadlines
@@ -341,11 +344,27 @@ func (t *hostTrip) observe(d time.Duration) {
 // pace waits until the host's delay has passed since the previous request.
 func (t *hostTrip) pace(ctx context.Context) error {
 	if t.last.IsZero() && t.notBefore.IsZero() {
-		return nil
+		return t.waitUntil(ctx, time.Time{})
 	}
 	at := t.notBefore // the larger of the back-off's end and the delay (Crawl-delay included) wins
 	if !t.last.IsZero() && t.last.Add(t.gap()).After(at) {
 		at = t.last.Add(t.gap())
+	}
+	return t.waitUntil(ctx, at)
+}
+
+// waitUntil waits until at; with politeness.key domain it then takes the
+// unit's gate too (ungate gives it back), which may wait longer.
+func (t *hostTrip) waitUntil(ctx context.Context, at time.Time) error {
+	if g := t.n.gates; g != nil {
+		if t.unitKey == "" {
+			t.unitKey = t.n.unit(t.host)
+		}
+		if err := g.acquire(ctx, t.unitKey, at); err != nil {
+			return err
+		}
+		t.gated = true
+		return nil
 	}
 	d := time.Until(at)
 	if d <= 0 {
@@ -361,8 +380,33 @@ func (t *hostTrip) pace(ctx context.Context) error {
 	}
 }
 
+// ungate gives the unit's gate back (politeness.key domain) once the
+// trip's request has ended (or was not sent): the unit's next request,
+// from any of its hosts, starts a gap after this one's end.
+func (t *hostTrip) ungate() {
+	if !t.gated {
+		return
+	}
+	t.gated = false
+	var next time.Time
+	if !t.last.IsZero() {
+		next = t.last.Add(t.gap())
+	}
+	t.n.gates.release(t.unitKey, next)
+}
+
+// responded records a request's response time d: with
+// politeness.delay_factor the next request waits at least factor × d.
+func (t *hostTrip) responded(d time.Duration) {
+	t.requests, t.busy = t.requests+1, t.busy+d
+	if f := t.n.cfg.Politeness.DelayFactor; f > 0 {
+		t.slowed = min(time.Duration(f*float64(d)), max(t.n.cfg.Delay, t.n.cfg.Robots.MaxCrawlDelay))
+	}
+}
+
 // robotsGet fetches robots.txt over the host's connection, paced like a page.
 func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, []byte, error) {
+	defer t.ungate()
 	if err := t.pace(ctx); err != nil {
 		return 0, nil, nil, err
 	}
@@ -377,7 +421,8 @@ func (t *hostTrip) robotsGet(ctx context.Context, u string) (int, http.Header, [
 	start := time.Now()
 	resp, err := t.n.client.Fetch(fctx, u)
 	t.last = time.Now()
-	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
+	t.responded(t.last.Sub(start))
+	t.ungate()
 	if err != nil {
 		if adaptive && ctx.Err() == nil && t.n.deadJobs != nil && t.cutBy(to, err) {
 			// Not the server's verdict: the robots cache keeps nothing.
@@ -407,6 +452,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	entry := archive.LogEntry{Time: time.Now().UTC(), URL: it.URL}
 	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
 	async := false // the page is handled by a pageWork, which records it
+	defer t.ungate()
 	defer func() {
 		if !async {
 			t.keep(it, res, entry, true)
@@ -473,6 +519,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	}
 	perr := t.pace(ctx)
 	if perr != nil || !t.phaseOpen() {
+		t.ungate()
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
 		t.requeue = append(t.requeue, it.FP)
@@ -491,7 +538,8 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	}
 	resp, err := n.client.FetchConditional(fctx, it.URL, conditional(prev))
 	t.last = time.Now()
-	t.requests, t.busy = t.requests+1, t.busy+t.last.Sub(start)
+	t.responded(t.last.Sub(start))
+	t.ungate()
 	entry.DurationMS = t.last.Sub(start).Milliseconds()
 	if err != nil {
 		kind := fetch.ErrorKind(err)

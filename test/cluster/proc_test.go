@@ -120,7 +120,7 @@ func (c *procCluster) args(p *proc, join []string) []string {
 	}
 	args = append(args, "--allow-private")
 	if !c.defaultScope {
-		args = append(args, "--allow-domain", c.web.Config().Domain)
+		args = append(args, "--allow-domain", c.web.Config().Domain, "--private-suffix", c.web.Config().Domain)
 	}
 	args = append(args, "--resolve", c.web.ResolvePattern()+"="+c.webAddr,
 		"--delay", c.delay.String(), "--max-pages-per-host", strconv.Itoa(webnode.MaxPagesPerHost),

@@ -99,6 +99,10 @@ func (s *Server) NodeConfig(name, dir string, delay time.Duration) config.Config
 	c.Delay = delay
 	c.Workers = config.Default().Workers
 	c.Scope.AllowDomains = []string{s.Web.Config().Domain}
+	// Each host of the web is a registered domain of its own (.test is not
+	// on the Public Suffix List): scope.max_hosts_per_domain does not bound
+	// a web of more hosts than that.
+	c.Scope.PrivateSuffixes = []string{s.Web.Config().Domain}
 	c.Scope.MaxPagesPerHost = s.PerHostCap()
 	c.Bucket.MaxQueueWait = 100 * time.Millisecond
 	c.Fetch.RetryBackoff = time.Second
