@@ -322,7 +322,7 @@ func cases(t *testing.T, srv *web) []hostileCase {
 			expect: []expect{ok(u("urls", "/")), ok(u("urls", "/userinfo")), ok("http://urls." + domain + ":8080/oddport"),
 				ok(u("xn--bcher-kva", "/")), ok(u("urls", "/ctl/a%01b")), {u("urls", "/tofile"), frontier.Completed, "redirect", 1}},
 			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="too_long"}`, `phasecrawl_urls_out_of_scope_total{reason="bad_host"}`,
-				`phasecrawl_urls_out_of_scope_total{reason="bad_port"}`, `phasecrawl_urls_out_of_scope_total{reason="scheme"}`,
+				`phasecrawl_urls_out_of_scope_total{reason="scheme"}`,
 				`phasecrawl_urls_out_of_scope_total{reason="host"}`},
 			check: func(t *testing.T, r *result) {
 				r.rec.mu.Lock()
