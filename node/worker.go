@@ -830,6 +830,13 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
 		return false
 	}
+	if reason := n.traps.check(u, depth); reason != "" {
+		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		if n.traps.firstRefusal(u.Host) {
+			n.log.Info("trap limit: a URL of this host refused (later refusals of the host are counted, not logged)", "host", u.Host, "reason", reason, "url", norm, "depth", depth)
+		}
+		return false
+	}
 	n.m.URLsDiscovered.Inc()
 	t.found = append(t.found, frontier.NewURL{URL: norm, Host: u.Host, Depth: depth})
 	return true

@@ -83,7 +83,8 @@ func (s *Server) Close() error {
 
 // Scope is the synthetic-web scope every crawl here uses (PerHostCap).
 func (s *Server) Scope(userAgent string) synthweb.Scope {
-	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: s.PerHostCap(), UserAgent: userAgent}
+	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: s.PerHostCap(), UserAgent: userAgent,
+		PatternDepth: config.Default().Scope.MaxPatternDepth}
 }
 
 // NodeConfig returns the configuration of a node named name that crawls the

@@ -1,0 +1,251 @@
+package fetch
+
+import (
+	"fmt"
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Reasons of the trap limits, as counted in urls_out_of_scope_total.
+const (
+	ReasonPathRepeats = "path_repeats" // a path segment or a sequence of segments repeated
+	ReasonPathDepth   = "path_depth"   // more path segments than scope.max_path_depth
+	ReasonQueryParams = "query_params" // more query parameters than scope.max_query_params
+	ReasonURLPattern  = "url_pattern"  // a URL pattern grown deeper than scope.max_pattern_depth
+	ReasonFacets      = "facets"       // more parameter combinations on one path than scope.max_query_sets
+)
+
+// TrapConfig holds the limits that stop a crawl from following crawler
+// traps: URL spaces a site generates without end (calendars, paths that
+// grow, facet combinations). A zero field turns its rule off.
+// docs/design/traps.md describes each rule and its default.
+type TrapConfig struct {
+	// MaxSegmentRepeats: the most times a sequence of path segments may
+	// repeat in a row (/a/a/a/, /a/b/a/b/a/b/ have three copies), and,
+	// plus one, the most times one segment may occur in the whole path.
+	MaxSegmentRepeats int
+	// MaxPathDepth: the most path segments.
+	MaxPathDepth int
+	// MaxQueryParams: the most query parameters (after canonicalization).
+	MaxQueryParams int
+	// MaxPatternDepth: how many links deeper than the shallowest URL of
+	// its pattern on its host a URL may be found (see Pattern).
+	MaxPatternDepth int
+	// MaxQuerySets: the most distinct sets of query parameter names
+	// admitted on one path pattern of a host (facet combinations).
+	MaxQuerySets int
+}
+
+// DefaultTraps are the trap limits a node uses unless configured.
+func DefaultTraps() TrapConfig {
+	return TrapConfig{MaxSegmentRepeats: 2, MaxPathDepth: 20, MaxQueryParams: 16, MaxPatternDepth: 10, MaxQuerySets: 32}
+}
+
+// Validate checks the ranges; errors name the configuration key.
+func (c TrapConfig) Validate() error {
+	for _, f := range []struct {
+		key    string
+		v, max int
+	}{{"scope.max_segment_repeats", c.MaxSegmentRepeats, 1000}, {"scope.max_path_depth", c.MaxPathDepth, 1000},
+		{"scope.max_query_params", c.MaxQueryParams, 1000}, {"scope.max_pattern_depth", c.MaxPatternDepth, 100000},
+		{"scope.max_query_sets", c.MaxQuerySets, 100000}} {
+		if f.v < 0 || f.v > f.max {
+			return fmt.Errorf("%s=%d: must be in 0..%d (0 = off)", f.key, f.v, f.max)
+		}
+	}
+	return nil
+}
+
+// CheckPath applies the rules that need no state to a normalized URL's
+// escaped path and raw query: the reason when one refuses it, else "".
+func (c TrapConfig) CheckPath(path, rawQuery string) string {
+	if c.MaxPathDepth > 0 || c.MaxSegmentRepeats > 0 {
+		segs := pathSegments(path)
+		if c.MaxPathDepth > 0 && len(segs) > c.MaxPathDepth {
+			return ReasonPathDepth
+		}
+		if c.MaxSegmentRepeats > 0 && repeatsSegments(segs, c.MaxSegmentRepeats) {
+			return ReasonPathRepeats
+		}
+	}
+	if c.MaxQueryParams > 0 && rawQuery != "" && strings.Count(rawQuery, "&")+1 > c.MaxQueryParams {
+		return ReasonQueryParams
+	}
+	return ""
+}
+
+// pathSegments returns the non-empty segments of path.
+func pathSegments(path string) []string {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	if len(segs) == 1 && segs[0] == "" {
+		return nil
+	}
+	return slices.DeleteFunc(segs, func(s string) bool { return s == "" })
+}
+
+// repeatsSegments reports whether a sequence of segments occurs more than
+// n times in a row, or one segment more than n+1 times in all.
+func repeatsSegments(segs []string, n int) bool {
+	if len(segs) <= n {
+		return false
+	}
+	count := make(map[string]int, len(segs))
+	for _, s := range segs {
+		count[s]++
+		if count[s] > n+1 {
+			return true
+		}
+	}
+	for l := 1; l*(n+1) <= len(segs); l++ {
+		for i := 0; i+l*(n+1) <= len(segs); i++ {
+			copies := 1
+			for j := i + l; j+l <= len(segs) && slices.Equal(segs[i:i+l], segs[j:j+l]); j += l {
+				copies++
+			}
+			if copies > n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Pattern is the shape of a URL's path that its variants share: every run
+// of digits replaced by "#" ("/calendar/2024-05/17/" ->
+// "/calendar/#-#/#/"). ok is false when the path has no digit: such a
+// path is a single page, no pattern.
+func Pattern(path string) (pattern string, ok bool) {
+	if strings.IndexAny(path, "0123456789") < 0 {
+		return path, false
+	}
+	var b strings.Builder
+	b.Grow(len(path))
+	digits := false
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c >= '0' && c <= '9' {
+			if !digits {
+				b.WriteByte('#')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteByte(c)
+	}
+	return b.String(), true
+}
+
+// queryNames returns the sorted, distinct parameter names of a raw query,
+// joined by "&".
+func queryNames(rawQuery string) string {
+	params := strings.Split(rawQuery, "&")
+	names := make([]string, 0, len(params))
+	for _, p := range params {
+		n, _, _ := strings.Cut(p, "=")
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), "&")
+}
+
+// MaxTrapPatterns is the most URL patterns a TrapTracker keeps; when it
+// has as many, it forgets them all and starts over.
+const MaxTrapPatterns = 1 << 18
+
+// TrapTracker applies the per-host rules, which keep state: the pattern
+// depth (MaxPatternDepth) and the facet combinations (MaxQuerySets). It
+// is safe for concurrent use. Its memory is bounded by MaxTrapPatterns
+// patterns and MaxTrapPatterns parameter-name sets.
+type TrapTracker struct {
+	cfg  TrapConfig
+	seed maphash.Seed
+
+	mu       sync.Mutex
+	patterns map[uint64]patternState // hash(host, pattern, names) -> state
+	paths    map[uint64]int32        // hash(host, path pattern) -> distinct name sets seen
+	sets     map[uint64]struct{}     // hash(host, path pattern, names): name sets seen
+}
+
+type patternState struct {
+	minDepth int32
+}
+
+// NewTrapTracker returns a tracker of c's per-host rules.
+func NewTrapTracker(c TrapConfig) *TrapTracker {
+	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), patterns: map[uint64]patternState{}, paths: map[uint64]int32{}, sets: map[uint64]struct{}{}}
+}
+
+// Check applies the per-host rules to a URL of host with the escaped path
+// and raw query, found at link depth depth: the reason when one refuses
+// it, else "". A URL it admits is remembered.
+//
+// The pattern of a URL is its path's Pattern with the names of its query
+// parameters. The shallowest depth at which a URL of a pattern was found
+// is remembered; a URL found more than MaxPatternDepth links deeper is
+// refused: an endless sequence (a calendar's next month, a listing's next
+// page) grows one link deeper at each step, while the pages of a large
+// site share a pattern at about the same depth. The distinct sets of
+// parameter names on one path pattern are counted; past MaxQuerySets, a
+// URL with a new set is refused (facets combined without end).
+func (t *TrapTracker) Check(host, path, rawQuery string, depth int) string {
+	if t == nil || (t.cfg.MaxPatternDepth <= 0 && t.cfg.MaxQuerySets <= 0) {
+		return ""
+	}
+	pat, digits := Pattern(path)
+	if !digits && rawQuery == "" {
+		return ""
+	}
+	names := ""
+	if rawQuery != "" {
+		names = queryNames(rawQuery)
+	}
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.WriteString(host)
+	h.WriteByte(0)
+	h.WriteString(pat)
+	pathKey := h.Sum64()
+	h.WriteByte('?')
+	h.WriteString(names)
+	key := h.Sum64()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.patterns) >= MaxTrapPatterns || len(t.sets) >= MaxTrapPatterns {
+		clear(t.patterns)
+		clear(t.paths)
+		clear(t.sets)
+	}
+	newSet := false
+	if t.cfg.MaxQuerySets > 0 && rawQuery != "" {
+		if _, seen := t.sets[key]; !seen {
+			if int(t.paths[pathKey]) >= t.cfg.MaxQuerySets {
+				return ReasonFacets
+			}
+			newSet = true
+		}
+	}
+	st, seen := t.patterns[key]
+	d := int32(min(depth, 1<<30))
+	if seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
+		return ReasonURLPattern
+	}
+	if !seen || d < st.minDepth {
+		t.patterns[key] = patternState{minDepth: d}
+	}
+	if newSet {
+		t.sets[key] = struct{}{}
+		t.paths[pathKey]++
+	}
+	return ""
+}
+
+// Len is the number of patterns the tracker remembers.
+func (t *TrapTracker) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.patterns)
+}

@@ -1,0 +1,170 @@
+package fetch
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestTrapCheckPath(t *testing.T) {
+	c := DefaultTraps()
+	deep := "/" + strings.Repeat("d/", 10) + strings.Repeat("e/", 0)
+	for i := 0; i < 10; i++ {
+		deep += fmt.Sprintf("s%d/", i)
+	}
+	tests := []struct {
+		path, query string
+		want        string
+	}{
+		{"/", "", ""},
+		{"/a/a/", "", ""},
+		{"/a/a/a/", "", ReasonPathRepeats},
+		{"/x/a/b/a/b/", "", ""},
+		{"/x/a/b/a/b/a/b/", "", ReasonPathRepeats},
+		{"/deep/a/b/a/c/a/", "", ""},
+		{"/deep/a/b/a/c/a/d/a/", "", ReasonPathRepeats}, // "a" four times
+		{"/2024/01/01/", "", ""},                        // "01" twice in a row
+		{"/en/docs/en/guide/en/", "", ""},
+		{"/a/b/c/a/b/c/a/b/c/", "", ReasonPathRepeats},
+		{"/a//a//a/", "", ReasonPathRepeats}, // empty segments do not separate
+		{"/" + strings.Repeat("s/", 1) + "1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/19/", "", ""},
+		{"/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/19/20/21", "", ReasonPathDepth},
+		{deep, "", ReasonPathRepeats},
+		{"/p", strings.Repeat("a=1&", 15) + "b=2", ""},
+		{"/p", strings.Repeat("a=1&", 16) + "b=2", ReasonQueryParams},
+	}
+	for _, tt := range tests {
+		if got := c.CheckPath(tt.path, tt.query); got != tt.want {
+			t.Errorf("CheckPath(%q, %q) = %q, want %q", tt.path, tt.query, got, tt.want)
+		}
+	}
+	if got := (TrapConfig{}).CheckPath("/a/a/a/a/a/", strings.Repeat("a=1&", 40)); got != "" {
+		t.Errorf("rules off: %q", got)
+	}
+}
+
+func TestTrapConfigValidate(t *testing.T) {
+	if err := DefaultTraps().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultTraps()
+	c.MaxPatternDepth = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "scope.max_pattern_depth=-1") {
+		t.Errorf("error %v does not name the key", err)
+	}
+}
+
+func TestPattern(t *testing.T) {
+	for in, want := range map[string]string{
+		"/calendar/2024-05/":   "/calendar/#-#/",
+		"/calendar/2024-05/17": "/calendar/#-#/#",
+		"/docs/page-12.html":   "/docs/page-#.html",
+		"/about":               "",
+	} {
+		got, ok := Pattern(in)
+		if ok != (want != "") || (ok && got != want) {
+			t.Errorf("Pattern(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+// TestTrapTracker feeds the tracker the URLs of a calendar (a chain of
+// months), a facet shop, a large flat catalogue and a listing, each in
+// the order a crawl finds them, and counts what it admits.
+func TestTrapTracker(t *testing.T) {
+	type url struct {
+		path, query string
+		depth       int
+	}
+	calendar := func(yield func(url) bool) {
+		for k := 0; k < 500; k++ { // month k steps after the first, found one link deeper each
+			if !yield(url{fmt.Sprintf("/calendar/%04d-%02d/", 2024+k/12, 1+k%12), "", 2 + k}) {
+				return
+			}
+		}
+	}
+	catalogue := func(yield func(url) bool) {
+		for k := 0; k < 20000; k++ { // products linked from category pages, 2 to 6 links deep
+			if !yield(url{fmt.Sprintf("/product/%d.html", k), "", 2 + k%5}) {
+				return
+			}
+		}
+	}
+	facets := func(yield func(url) bool) {
+		names := []string{"brand", "color", "size", "price", "rating", "stock", "shipping", "sale"}
+		for mask := 1; mask < 1<<len(names); mask++ {
+			var q []string
+			n := 0
+			for i, name := range names {
+				if mask&(1<<i) != 0 {
+					q = append(q, name+"=x")
+					n++
+				}
+			}
+			if !yield(url{"/shop/shoes", strings.Join(q, "&"), 1 + n}) {
+				return
+			}
+		}
+	}
+	search := func(yield func(url) bool) {
+		for k := 0; k < 5000; k++ { // one parameter set, many values, shallow
+			if !yield(url{"/search", fmt.Sprintf("q=term%d", k), 1 + k%3}) {
+				return
+			}
+		}
+	}
+	tests := []struct {
+		name      string
+		urls      func(func(url) bool)
+		admitted  int
+		reasonFor string
+	}{
+		{"calendar", calendar, 11, ReasonURLPattern},
+		{"catalogue", catalogue, 20000, ""},
+		{"facets", facets, 32, ReasonFacets},
+		{"search", search, 5000, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTrapTracker(DefaultTraps())
+			admitted, reason, i := 0, "", 0
+			for u := range tt.urls {
+				i++
+				if r := tr.Check("h.example", u.path, u.query, u.depth); r == "" {
+					admitted++
+				} else {
+					reason = r
+				}
+				// other hosts have their own state
+				if r := tr.Check("other.example", u.path, u.query, 0); r != "" && i <= 10 {
+					t.Fatalf("other host refused: %s", r)
+				}
+			}
+			if admitted != tt.admitted || reason != tt.reasonFor {
+				t.Errorf("admitted %d (refused as %q), want %d (%q)", admitted, reason, tt.admitted, tt.reasonFor)
+			}
+		})
+	}
+}
+
+// TestTrapTrackerShallowerLater: a pattern's depth is the shallowest seen,
+// and a URL admitted before stays admitted when found again.
+func TestTrapTrackerShallowerLater(t *testing.T) {
+	tr := NewTrapTracker(DefaultTraps())
+	if r := tr.Check("h", "/p/1", "", 30); r != "" {
+		t.Fatal(r)
+	}
+	if r := tr.Check("h", "/p/2", "", 5); r != "" {
+		t.Fatal(r)
+	}
+	if r := tr.Check("h", "/p/3", "", 16); r != ReasonURLPattern {
+		t.Errorf("16 links deep, 11 below the pattern's shallowest: %q", r)
+	}
+	if r := tr.Check("h", "/p/3", "", 15); r != "" {
+		t.Errorf("15 links deep: %q", r)
+	}
+	var nilTracker *TrapTracker
+	if r := nilTracker.Check("h", "/p/1", "", 1000); r != "" {
+		t.Errorf("nil tracker: %q", r)
+	}
+}
