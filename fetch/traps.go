@@ -179,18 +179,23 @@ func NewTrapTracker(c TrapConfig) *TrapTracker {
 }
 
 // Check applies the per-host rules to a URL of host with the escaped path
-// and raw query, found at link depth depth: the reason when one refuses
-// it, else "". A URL it admits is remembered.
+// and raw query, found at link depth depth on the page fromPath?fromQuery
+// of the same host ("" when it was not found on a page of its host: a
+// seed, a redirect, a sitemap, a link from another host): the reason when
+// one refuses it, else "". A URL it admits is remembered.
 //
 // The pattern of a URL is its path's Pattern with the names of its query
 // parameters. The shallowest depth at which a URL of a pattern was found
-// is remembered; a URL found more than MaxPatternDepth links deeper is
-// refused: an endless sequence (a calendar's next month, a listing's next
-// page) grows one link deeper at each step, while the pages of a large
-// site share a pattern at about the same depth. The distinct sets of
+// is remembered. A URL that is a step of the page it was found on (the
+// same pattern, and the first number in which the two differ differs by
+// one: the next month, day or page) is refused when it lies more than
+// MaxPatternDepth links deeper than that: an endless sequence grows one
+// link deeper at each step, while a site's pages of one pattern link to
+// each other at about the same depth, and a page refused as a step is
+// still admitted when another link leads to it. The distinct sets of
 // parameter names on one path pattern are counted; past MaxQuerySets, a
 // URL with a new set is refused (facets combined without end).
-func (t *TrapTracker) Check(host, path, rawQuery string, depth int) string {
+func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fromQuery string) string {
 	if t == nil || (t.cfg.MaxPatternDepth <= 0 && t.cfg.MaxQuerySets <= 0) {
 		return ""
 	}
@@ -211,6 +216,7 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int) string {
 	h.WriteByte('?')
 	h.WriteString(names)
 	key := h.Sum64()
+	step := fromPath != "" && isStep(fromPath+"?"+fromQuery, path+"?"+rawQuery)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -230,7 +236,7 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int) string {
 	}
 	st, seen := t.patterns[key]
 	d := int32(min(depth, 1<<30))
-	if seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
+	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
 		return ReasonURLPattern
 	}
 	if !seen || d < st.minDepth {
@@ -241,6 +247,63 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int) string {
 		t.paths[pathKey]++
 	}
 	return ""
+}
+
+// isStep reports whether the URL b (path?query) is a step from a: both
+// the same once every run of digits is replaced, and the first number in
+// which they differ differs by one (/cal/2026-12/ -> /cal/2027-01/,
+// /day/30 -> /day/31, ?page=7 -> ?page=6).
+func isStep(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		ca, cb := a[i], b[j]
+		da, db := isDigit(ca), isDigit(cb)
+		if da != db {
+			return false
+		}
+		if !da {
+			if ca != cb {
+				return false
+			}
+			i++
+			j++
+			continue
+		}
+		si, sj := i, j
+		for i < len(a) && isDigit(a[i]) {
+			i++
+		}
+		for j < len(b) && isDigit(b[j]) {
+			j++
+		}
+		na, nb := a[si:i], b[sj:j]
+		if na == nb {
+			continue
+		}
+		va, ok1 := smallNumber(na)
+		vb, ok2 := smallNumber(nb)
+		if !ok1 || !ok2 || (va-vb != 1 && vb-va != 1) {
+			return false
+		}
+		// the rest must have the same shape (digits may differ: a rollover)
+		pa, _ := Pattern(a[i:])
+		pb, _ := Pattern(b[j:])
+		return pa == pb
+	}
+	return false // equal, or one ends first
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func smallNumber(s string) (int64, bool) {
+	if len(s) > 18 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(s); i++ {
+		v = v*10 + int64(s[i]-'0')
+	}
+	return v, true
 }
 
 // Len is the number of patterns the tracker remembers.

@@ -75,17 +75,22 @@ func TestTrapTracker(t *testing.T) {
 	type url struct {
 		path, query string
 		depth       int
+		from        string // path?query of the page it was found on
 	}
 	calendar := func(yield func(url) bool) {
 		for k := 0; k < 500; k++ { // month k steps after the first, found one link deeper each
-			if !yield(url{fmt.Sprintf("/calendar/%04d-%02d/", 2024+k/12, 1+k%12), "", 2 + k}) {
+			from := ""
+			if k > 0 {
+				from = fmt.Sprintf("/calendar/%04d-%02d/", 2024+(k-1)/12, 1+(k-1)%12)
+			}
+			if !yield(url{fmt.Sprintf("/calendar/%04d-%02d/", 2024+k/12, 1+k%12), "", 2 + k, from}) {
 				return
 			}
 		}
 	}
 	catalogue := func(yield func(url) bool) {
 		for k := 0; k < 20000; k++ { // products linked from category pages, 2 to 6 links deep
-			if !yield(url{fmt.Sprintf("/product/%d.html", k), "", 2 + k%5}) {
+			if !yield(url{fmt.Sprintf("/product/%d.html", k), "", 2 + k%5, fmt.Sprintf("/product/%d.html", k+1)}) {
 				return
 			}
 		}
@@ -101,14 +106,24 @@ func TestTrapTracker(t *testing.T) {
 					n++
 				}
 			}
-			if !yield(url{"/shop/shoes", strings.Join(q, "&"), 1 + n}) {
+			if !yield(url{"/shop/shoes", strings.Join(q, "&"), 1 + n, ""}) {
+				return
+			}
+		}
+	}
+	listing := func(yield func(url) bool) { // a listing's pages linked from the first, and each from the previous one
+		for k := 2; k < 300; k++ {
+			if !yield(url{"/list", fmt.Sprintf("page=%d", k), 1, "/list?page=1"}) {
+				return
+			}
+			if !yield(url{"/list", fmt.Sprintf("page=%d", k), k, fmt.Sprintf("/list?page=%d", k-1)}) {
 				return
 			}
 		}
 	}
 	search := func(yield func(url) bool) {
 		for k := 0; k < 5000; k++ { // one parameter set, many values, shallow
-			if !yield(url{"/search", fmt.Sprintf("q=term%d", k), 1 + k%3}) {
+			if !yield(url{"/search", fmt.Sprintf("q=term%d", k), 1 + k%3, ""}) {
 				return
 			}
 		}
@@ -123,6 +138,7 @@ func TestTrapTracker(t *testing.T) {
 		{"catalogue", catalogue, 20000, ""},
 		{"facets", facets, 32, ReasonFacets},
 		{"search", search, 5000, ""},
+		{"listing reached from its first page", listing, 298 + 10, ReasonURLPattern},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,13 +146,14 @@ func TestTrapTracker(t *testing.T) {
 			admitted, reason, i := 0, "", 0
 			for u := range tt.urls {
 				i++
-				if r := tr.Check("h.example", u.path, u.query, u.depth); r == "" {
+				fromPath, fromQuery, _ := strings.Cut(u.from, "?")
+				if r := tr.Check("h.example", u.path, u.query, u.depth, fromPath, fromQuery); r == "" {
 					admitted++
 				} else {
 					reason = r
 				}
 				// other hosts have their own state
-				if r := tr.Check("other.example", u.path, u.query, 0); r != "" && i <= 10 {
+				if r := tr.Check("other.example", u.path, u.query, 0, "", ""); r != "" && i <= 10 {
 					t.Fatalf("other host refused: %s", r)
 				}
 			}
@@ -147,24 +164,52 @@ func TestTrapTracker(t *testing.T) {
 	}
 }
 
-// TestTrapTrackerShallowerLater: a pattern's depth is the shallowest seen,
-// and a URL admitted before stays admitted when found again.
+// TestTrapTrackerShallowerLater: a pattern's depth is the shallowest seen;
+// only a step is refused.
 func TestTrapTrackerShallowerLater(t *testing.T) {
 	tr := NewTrapTracker(DefaultTraps())
-	if r := tr.Check("h", "/p/1", "", 30); r != "" {
-		t.Fatal(r)
-	}
-	if r := tr.Check("h", "/p/2", "", 5); r != "" {
-		t.Fatal(r)
-	}
-	if r := tr.Check("h", "/p/3", "", 16); r != ReasonURLPattern {
-		t.Errorf("16 links deep, 11 below the pattern's shallowest: %q", r)
-	}
-	if r := tr.Check("h", "/p/3", "", 15); r != "" {
-		t.Errorf("15 links deep: %q", r)
+	for _, c := range []struct {
+		path  string
+		depth int
+		from  string
+		want  string
+	}{
+		{"/p/1", 30, "", ""},
+		{"/p/2", 5, "", ""},
+		{"/p/3", 16, "/p/2", ReasonURLPattern}, // a step 11 links below the pattern's shallowest
+		{"/p/3", 16, "/p/9", ""},               // not a step
+		{"/p/3", 16, "", ""},                   // not found on a page of its host
+		{"/p/3", 15, "/p/4", ""},               // 10 links below
+		{"/q/3", 16, "/p/2", ""},               // another pattern
+	} {
+		if r := tr.Check("h", c.path, "", c.depth, c.from, ""); r != c.want {
+			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
+		}
 	}
 	var nilTracker *TrapTracker
-	if r := nilTracker.Check("h", "/p/1", "", 1000); r != "" {
+	if r := nilTracker.Check("h", "/p/1", "", 1000, "/p/2", ""); r != "" {
 		t.Errorf("nil tracker: %q", r)
+	}
+}
+
+func TestIsStep(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/cal/2026-11/?", "/cal/2026-12/?", true},
+		{"/cal/2026-12/?", "/cal/2027-01/?", true},
+		{"/cal/2027-01/?", "/cal/2026-12/?", true},
+		{"/cal/2026-11/30/?", "/cal/2026-12/01/?", true},
+		{"/cal/2026-11/?", "/cal/2026-11/01/?", false},
+		{"/cal/2026-11/?", "/cal/2026-11/?", false},
+		{"/p/7?", "/p/9?", false},
+		{"/list?page=7", "/list?page=6", true},
+		{"/a/page-12.html?", "/b/page-13.html?", false},
+		{"/x/99999999999999999999?", "/x/99999999999999999998?", false},
+	} {
+		if got := isStep(c.a, c.b); got != c.want {
+			t.Errorf("isStep(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
 	}
 }

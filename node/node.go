@@ -58,7 +58,7 @@ type Node struct {
 	client *fetch.Client
 	robots *fetch.Robots
 	scope  *fetch.Scope
-	traps  *traps // trap limits on discovered URLs (traps.go)
+	traps  *traps      // trap limits on discovered URLs (traps.go)
 	out    *output     // WARC files and crawl log (output.go)
 	api    *api.Server // the HTTP API (api.go)
 	m      *Metrics

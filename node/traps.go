@@ -39,8 +39,8 @@ func newTraps(s config.Scope) (*traps, error) {
 }
 
 // check returns the reason a trap limit refuses u (normalized, found at
-// link depth depth), or "".
-func (t *traps) check(u *url.URL, depth int) string {
+// link depth depth on the page from, nil when not found on a page), or "".
+func (t *traps) check(u *url.URL, depth int, from *url.URL) string {
 	if t == nil {
 		return ""
 	}
@@ -48,7 +48,11 @@ func (t *traps) check(u *url.URL, depth int) string {
 	if r := t.cfg.CheckPath(path, u.RawQuery); r != "" {
 		return r
 	}
-	return t.tracker.Check(u.Host, path, u.RawQuery, depth)
+	fromPath, fromQuery := "", ""
+	if from != nil && from.Host == u.Host {
+		fromPath, fromQuery = from.EscapedPath(), from.RawQuery
+	}
+	return t.tracker.Check(u.Host, path, u.RawQuery, depth, fromPath, fromQuery)
 }
 
 // firstRefusal reports whether host had no refusal logged yet, and

@@ -1,0 +1,159 @@
+package trapweb
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/launch"
+	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+)
+
+// maxPerTrapHost is the most requests the crawl may send a trap host.
+const maxPerTrapHost = 1000
+
+// serve starts a trap web with trapHosts trap hosts beside a small
+// synthetic web, on a loopback port.
+func serve(t *testing.T, trapHosts int) (*Web, string) {
+	t.Helper()
+	wc := synthweb.DefaultConfig()
+	wc.Hosts, wc.Pages, wc.Seeds, wc.TrapHosts = 40, 800, 3, 0
+	wc.SlowHosts, wc.CrawlDelayHosts = 0, 0
+	real, err := synthweb.New(wc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(real, trapHosts)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	})
+	return w, ln.Addr().String()
+}
+
+// nodeConfig is a node with the default scope settings (trap limits,
+// canonicalization) crawling w at addr.
+func nodeConfig(w *Web, addr, dir string, delay time.Duration) config.Config {
+	c := config.Default()
+	c.Name = "traps"
+	c.Data = dir
+	c.HTTP = "127.0.0.1:0"
+	c.Seeds = w.Seeds()
+	c.Resolve = []string{w.Real.ResolvePattern() + "=" + addr, "*." + Domain + "=" + addr}
+	c.AllowPrivate = true
+	c.Delay = delay
+	c.Scope.AllowDomains = []string{w.Real.Config().Domain, Domain}
+	c.Bucket.MaxQueueWait = 100 * time.Millisecond
+	c.Fetch.RetryBackoff = time.Second
+	c.ShutdownTimeout = 10 * time.Second
+	return c
+}
+
+// check asserts the trap web's promises on what the crawl did: every real
+// page fetched once, at most maxPerTrapHost requests per trap host, no page
+// fetched twice (under another session id or parameter order), no request
+// with a session id; it logs the requests by kind.
+func check(t *testing.T, w *Web, delay time.Duration, elapsed time.Duration) {
+	t.Helper()
+	exp := w.Real.Expected(synthweb.Scope{Domains: []string{w.Real.Config().Domain}, MaxPagesPerHost: config.Default().Scope.MaxPagesPerHost,
+		UserAgent: config.Default().UserAgent, PatternDepth: config.Default().Scope.MaxPatternDepth})
+	if v := w.Real.Check(exp, delay); len(v) > 0 {
+		t.Errorf("real web: %d violations:\n%s", len(v), strings.Join(v, "\n"))
+	}
+	pages := w.Pages()
+	for _, u := range w.RealURLs() {
+		if pages[u] != 1 {
+			t.Errorf("real page %s fetched %d times, want once", u, pages[u])
+		}
+	}
+	var dups []string
+	for u, n := range pages {
+		if n > 1 {
+			dups = append(dups, u)
+		}
+	}
+	sort.Strings(dups)
+	if len(dups) > 0 {
+		t.Errorf("%d pages fetched more than once, e.g. %s", len(dups), dups[0])
+	}
+	total := map[string]int{}
+	for _, h := range w.Hosts() {
+		k := w.Requests()[h]
+		n := 0
+		for kind, c := range k {
+			total[kind] += c
+			if kind != KindSession {
+				n += c
+			}
+		}
+		if n > maxPerTrapHost {
+			t.Errorf("trap host %s: %d requests, want at most %d (%v)", h, n, maxPerTrapHost, k)
+		}
+		if k[KindSession] > 0 {
+			t.Errorf("trap host %s: %d requests carried a session id or tracking tags", h, k[KindSession])
+		}
+		if k[KindCalendar] == 0 || k[KindDeep] == 0 || k[KindFacets] == 0 {
+			t.Errorf("trap host %s: a trap was never entered: %v", h, k)
+		}
+		t.Logf("trap host %s: %d requests: %v", h, n, k)
+	}
+	t.Logf("all trap hosts: %v; real web %d pages; crawl done in %s", total, exp.Fetches, elapsed.Round(10*time.Millisecond))
+}
+
+// TestTrapWebOneNode: one node with the default settings crawls a web of
+// 43 hosts, three of which hold the four traps: it fetches every real page
+// once, stops by itself, and sends each trap host at most 1,000 requests.
+func TestTrapWebOneNode(t *testing.T) {
+	w, addr := serve(t, 3)
+	const delay = 2 * time.Millisecond
+	cfg := nodeConfig(w, addr, t.TempDir(), delay)
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- n.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("node run: %v", err)
+		}
+	}()
+	seen := 0
+	for deadline := time.Now().Add(3 * time.Minute); seen < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("crawl not done after 3 minutes: %+v; trap requests %v", n.Status(), w.Requests())
+		}
+		if n.Done() {
+			seen++
+		} else {
+			seen = 0
+		}
+	}
+	check(t, w, delay, time.Since(start))
+}
