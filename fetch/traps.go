@@ -186,7 +186,8 @@ func NewTrapTracker(c TrapConfig) *TrapTracker {
 //
 // The pattern of a URL is its path's Pattern with the names of its query
 // parameters. The shallowest depth at which a URL of a pattern was found
-// is remembered. A URL that is a step of the page it was found on (the
+// on a page of its host is remembered (a link from another host may lead
+// deep into a site, to a page shallower than the site's own). A URL that is a step of the page it was found on (the
 // same pattern, and the first number in which the two differ differs by
 // one: the next month, day or page) is refused when it lies more than
 // MaxPatternDepth links deeper than that: an endless sequence grows one
@@ -239,7 +240,7 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
 		return ReasonURLPattern
 	}
-	if !seen || d < st.minDepth {
+	if fromPath != "" && (!seen || d < st.minDepth) {
 		t.patterns[key] = patternState{minDepth: d}
 	}
 	if newSet {

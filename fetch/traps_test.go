@@ -79,7 +79,7 @@ func TestTrapTracker(t *testing.T) {
 	}
 	calendar := func(yield func(url) bool) {
 		for k := 0; k < 500; k++ { // month k steps after the first, found one link deeper each
-			from := ""
+			from := "/" // the site's home
 			if k > 0 {
 				from = fmt.Sprintf("/calendar/%04d-%02d/", 2024+(k-1)/12, 1+(k-1)%12)
 			}
@@ -174,13 +174,17 @@ func TestTrapTrackerShallowerLater(t *testing.T) {
 		from  string
 		want  string
 	}{
-		{"/p/1", 30, "", ""},
-		{"/p/2", 5, "", ""},
+		{"/p/1", 30, "/a", ""},
+		{"/p/2", 5, "/b", ""},
 		{"/p/3", 16, "/p/2", ReasonURLPattern}, // a step 11 links below the pattern's shallowest
 		{"/p/3", 16, "/p/9", ""},               // not a step
 		{"/p/3", 16, "", ""},                   // not found on a page of its host
 		{"/p/3", 15, "/p/4", ""},               // 10 links below
 		{"/q/3", 16, "/p/2", ""},               // another pattern
+		{"/r/1", 2, "", ""},                    // from another host: no baseline
+		{"/r/2", 20, "/s", ""},                 // the baseline
+		{"/r/3", 30, "/r/2", ""},               // 10 links below it
+		{"/r/4", 31, "/r/3", ReasonURLPattern},
 	} {
 		if r := tr.Check("h", c.path, "", c.depth, c.from, ""); r != c.want {
 			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
