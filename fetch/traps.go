@@ -187,7 +187,11 @@ func NewTrapTracker(c TrapConfig) *TrapTracker {
 // The pattern of a URL is its path's Pattern with the names of its query
 // parameters. The shallowest depth at which a URL of a pattern was found
 // on a page of its host is remembered (a link from another host may lead
-// deep into a site, to a page shallower than the site's own). A URL that is a step of the page it was found on (the
+// deep into a site, to a page shallower than the site's own); a URL found
+// on a page of another pattern counts as found one link below that
+// pattern's shallowest (the day pages of a calendar's month are as deep
+// as the month, for a member of a cluster that fetched only later months
+// too). A URL that is a step of the page it was found on (the
 // same pattern, and the first number in which the two differ differs by
 // one: the next month, day or page) is refused when it lies more than
 // MaxPatternDepth links deeper than that: an endless sequence grows one
@@ -218,6 +222,21 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	h.WriteString(names)
 	key := h.Sum64()
 	step := fromPath != "" && isStep(fromPath+"?"+fromQuery, path+"?"+rawQuery)
+	var fromKey uint64
+	fromPat := false
+	if fromPath != "" && !step {
+		if fp, ok := Pattern(fromPath); ok || fromQuery != "" {
+			h.Reset()
+			h.WriteString(host)
+			h.WriteByte(0)
+			h.WriteString(fp)
+			h.WriteByte('?')
+			if fromQuery != "" {
+				h.WriteString(queryNames(fromQuery))
+			}
+			fromKey, fromPat = h.Sum64(), true
+		}
+	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -240,8 +259,16 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
 		return ReasonURLPattern
 	}
-	if fromPath != "" && (!seen || d < st.minDepth) {
-		t.patterns[key] = patternState{minDepth: d}
+	if fromPath != "" {
+		base := d
+		if fromPat { // found on a page of another pattern: no deeper than one below that pattern's shallowest
+			if fs, ok := t.patterns[fromKey]; ok && fs.minDepth+1 < base {
+				base = fs.minDepth + 1
+			}
+		}
+		if !seen || base < st.minDepth {
+			t.patterns[key] = patternState{minDepth: base}
+		}
 	}
 	if newSet {
 		t.sets[key] = struct{}{}

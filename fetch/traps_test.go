@@ -190,6 +190,17 @@ func TestTrapTrackerShallowerLater(t *testing.T) {
 			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
 		}
 	}
+	// Days found on a month page count from one below the months' shallowest:
+	// a day step 11 links below that is refused, though it is the first day seen.
+	if r := tr.Check("h", "/cal/2026-01/", "", 2, "/", ""); r != "" {
+		t.Fatal(r)
+	}
+	if r := tr.Check("h", "/cal/2026-08/28/", "", 10, "/cal/2026-08/", ""); r != "" {
+		t.Fatal(r)
+	}
+	if r := tr.Check("h", "/cal/2026-08/29/", "", 14, "/cal/2026-08/28/", ""); r != ReasonURLPattern {
+		t.Errorf("day step 11 links below the months' shallowest + 1: %q", r)
+	}
 	var nilTracker *TrapTracker
 	if r := nilTracker.Check("h", "/p/1", "", 1000, "/p/2", ""); r != "" {
 		t.Errorf("nil tracker: %q", r)

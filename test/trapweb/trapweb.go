@@ -23,6 +23,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,4 +327,61 @@ func shop(raw string) ([]string, bool) {
 		}
 	}
 	return l, true
+}
+
+// Check returns what a crawl with the default settings got wrong on the
+// web: the real web's violations (its oracle with the scope of
+// allowDomain, the per-host cap maxPagesPerHost and the pattern depth
+// patternDepth, gaps under delay), real pages of the trap hosts not
+// fetched exactly once, pages fetched more than once (under another
+// session id or parameter order), requests carrying a session id, trap
+// hosts with more than maxPerTrapHost requests or a trap never entered.
+// summary gives the requests by kind.
+func (w *Web) Check(maxPagesPerHost, patternDepth, maxPerTrapHost int, userAgent string, delay time.Duration) (violations []string, summary string) {
+	exp := w.Real.Expected(synthweb.Scope{Domains: []string{w.Real.Config().Domain}, MaxPagesPerHost: maxPagesPerHost,
+		UserAgent: userAgent, PatternDepth: patternDepth})
+	for _, v := range w.Real.Check(exp, delay) {
+		violations = append(violations, "real web: "+v)
+	}
+	pages := w.Pages()
+	for _, u := range w.RealURLs() {
+		if pages[u] != 1 {
+			violations = append(violations, fmt.Sprintf("real page %s fetched %d times, want once", u, pages[u]))
+		}
+	}
+	var dups []string
+	for u, n := range pages {
+		if n > 1 {
+			dups = append(dups, u)
+		}
+	}
+	sort.Strings(dups)
+	if len(dups) > 0 {
+		violations = append(violations, fmt.Sprintf("%d pages fetched more than once, e.g. %s", len(dups), dups[0]))
+	}
+	total := map[string]int{}
+	var b strings.Builder
+	reqs := w.Requests()
+	for _, h := range w.hosts {
+		k := reqs[h]
+		n := 0
+		for kind, c := range k {
+			total[kind] += c
+			if kind != KindSession {
+				n += c
+			}
+		}
+		if n > maxPerTrapHost {
+			violations = append(violations, fmt.Sprintf("trap host %s: %d requests, want at most %d (%v)", h, n, maxPerTrapHost, k))
+		}
+		if k[KindSession] > 0 {
+			violations = append(violations, fmt.Sprintf("trap host %s: %d requests carried a session id or tracking tags", h, k[KindSession]))
+		}
+		if k[KindCalendar] == 0 || k[KindDeep] == 0 || k[KindFacets] == 0 {
+			violations = append(violations, fmt.Sprintf("trap host %s: a trap was never entered: %v", h, k))
+		}
+		fmt.Fprintf(&b, "trap host %s: %d requests %v\n", h, n, k)
+	}
+	fmt.Fprintf(&b, "all trap hosts: %v; real web: %d pages", total, exp.Fetches)
+	return violations, b.String()
 }
