@@ -3,8 +3,11 @@ package fetch
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/phasecrawl/phasecrawl/config"
 )
 
 // withCanonical runs f with c in effect and restores the default after.
@@ -116,5 +119,19 @@ func TestCanonicalRelativeLinks(t *testing.T) {
 		if got, err := b.resolve(ref); err != nil || got != want {
 			t.Errorf("resolve(%q) = %q, %v; want %q", ref, got, err, want)
 		}
+	}
+}
+
+// TestCanonicalConfigDefault: the configuration's default
+// scope.canonical is fetch's default.
+func TestCanonicalConfigDefault(t *testing.T) {
+	c := config.Default().Scope.Canonical
+	if !slices.Equal(c.StripParams, DefaultStripParams) || !c.SortQuery {
+		t.Errorf("config default %+v, fetch default %v", c, DefaultStripParams)
+	}
+	d := config.Default().Scope
+	if got := (TrapConfig{MaxSegmentRepeats: d.MaxSegmentRepeats, MaxPathDepth: d.MaxPathDepth, MaxQueryParams: d.MaxQueryParams,
+		MaxPatternDepth: d.MaxPatternDepth, MaxQuerySets: d.MaxQuerySets}); got != DefaultTraps() {
+		t.Errorf("config trap defaults %+v, fetch %+v", got, DefaultTraps())
 	}
 }

@@ -1,6 +1,7 @@
 package trapweb
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,7 +80,8 @@ func TestTrapWebOneNode(t *testing.T) {
 	w, addr := serve(t, 3)
 	const delay = 2 * time.Millisecond
 	cfg := nodeConfig(w, addr, t.TempDir(), delay)
-	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	var logs syncBuffer
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +107,25 @@ func TestTrapWebOneNode(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
+	metrics := getText(t, "http://"+n.Addr().String()+"/metrics")
+	for _, reason := range []string{"url_pattern", "path_repeats", "facets"} {
+		series := `phasecrawl_urls_out_of_scope_total{reason="` + reason + `"}`
+		if !strings.Contains(metrics, series+" ") {
+			t.Errorf("metrics lack %s", series)
+		}
+	}
+	// The first refusal of each trap host is logged, and no other.
+	for _, h := range w.Hosts() {
+		got := 0
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(line, "trap limit: a URL of this host refused") && strings.Contains(line, " host="+h+" ") {
+				got++
+			}
+		}
+		if got != 1 {
+			t.Errorf("host %s: %d trap refusals logged, want 1", h, got)
+		}
+	}
 	d := config.Default()
 	v, summary := w.Check(d.Scope.MaxPagesPerHost, d.Scope.MaxPatternDepth, maxPerTrapHost, d.UserAgent, delay)
 	for _, line := range strings.Split(summary, "\n") {
@@ -113,4 +135,36 @@ func TestTrapWebOneNode(t *testing.T) {
 	if len(v) > 0 {
 		t.Errorf("%d violations:\n%s", len(v), strings.Join(v, "\n"))
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the node's logger and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func getText(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
