@@ -275,7 +275,12 @@ func assemble(scheme, auth, path, query string, hasQuery bool) (string, error) {
 		if needsDotRemoval(q) {
 			q = removeDotSegments(q)
 		}
-		q = rules.canonPath(q)
+		if c := rules.canonPath(q); c != q {
+			q = c
+			if needsDotRemoval(q) { // "/.;jsessionid=1/x" left a dot segment
+				q = removeDotSegments(q)
+			}
+		}
 		if q != p {
 			s := b.String()[:start] + q
 			b.Reset()
