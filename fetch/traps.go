@@ -85,8 +85,13 @@ func pathSegments(path string) []string {
 	return slices.DeleteFunc(segs, func(s string) bool { return s == "" })
 }
 
-// repeatsSegments reports whether a sequence of segments occurs more than
-// n times in a row, or one segment more than n+1 times in all.
+// maxRepeatedSequence is the longest sequence of segments whose repetition
+// repeatsSegments looks for (bounds its work on long paths).
+const maxRepeatedSequence = 16
+
+// repeatsSegments reports whether a sequence of segments (at most
+// maxRepeatedSequence long) occurs more than n times in a row, or one
+// segment more than n+1 times in all.
 func repeatsSegments(segs []string, n int) bool {
 	if len(segs) <= n {
 		return false
@@ -98,7 +103,7 @@ func repeatsSegments(segs []string, n int) bool {
 			return true
 		}
 	}
-	for l := 1; l*(n+1) <= len(segs); l++ {
+	for l := 1; l <= maxRepeatedSequence && l*(n+1) <= len(segs); l++ {
 		for i := 0; i+l*(n+1) <= len(segs); i++ {
 			copies := 1
 			for j := i + l; j+l <= len(segs) && slices.Equal(segs[i:i+l], segs[j:j+l]); j += l {

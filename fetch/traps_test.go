@@ -228,3 +228,18 @@ func TestIsStep(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCheckPathLong: the stateless rules on a 1,000-segment path with
+// the depth limit off.
+func BenchmarkCheckPathLong(b *testing.B) {
+	c := DefaultTraps()
+	c.MaxPathDepth = 0
+	var p strings.Builder
+	for i := 0; i < 1000; i++ {
+		fmt.Fprintf(&p, "/s%d", i%400)
+	}
+	path := p.String()
+	for b.Loop() {
+		c.CheckPath(path, "")
+	}
+}
