@@ -172,6 +172,10 @@ type TrapTracker struct {
 	patterns map[uint64]patternState // hash(host, pattern, names) -> state
 	paths    map[uint64]int32        // hash(host, path pattern) -> distinct name sets seen
 	sets     map[uint64]struct{}     // hash(host, path pattern, names): name sets seen
+	// runs holds, for the URLs with a pattern found here, the steps on the
+	// way they were found (see Check); a URL not in it was found elsewhere
+	// (another member, before a restart) or forgotten.
+	runs map[uint64]uint8 // hash(host, path, query) -> steps
 }
 
 type patternState struct {
@@ -180,7 +184,8 @@ type patternState struct {
 
 // NewTrapTracker returns a tracker of c's per-host rules.
 func NewTrapTracker(c TrapConfig) *TrapTracker {
-	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), patterns: map[uint64]patternState{}, paths: map[uint64]int32{}, sets: map[uint64]struct{}{}}
+	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), patterns: map[uint64]patternState{}, paths: map[uint64]int32{}, sets: map[uint64]struct{}{},
+		runs: map[uint64]uint8{}}
 }
 
 // Check applies the per-host rules to a URL of host with the escaped path
@@ -202,7 +207,13 @@ func NewTrapTracker(c TrapConfig) *TrapTracker {
 // MaxPatternDepth links deeper than that: an endless sequence grows one
 // link deeper at each step, while a site's pages of one pattern link to
 // each other at about the same depth, and a page refused as a step is
-// still admitted when another link leads to it. The distinct sets of
+// still admitted when another link leads to it. When the tracker found
+// the page on the way from a page without a pattern itself (one node
+// alone), it also knows the run of the URL, the steps on that way (a
+// link that is not a step keeps its page's run): a URL is then refused
+// only if its run, too, is over MaxPatternDepth, so a page of a real site
+// that lies deep only because the crawl happened to find it late is not
+// refused. The distinct sets of
 // parameter names on one path pattern are counted; past MaxQuerySets, a
 // URL with a new set is refused (facets combined without end).
 func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fromQuery string) string {
@@ -227,6 +238,14 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	h.WriteString(names)
 	key := h.Sum64()
 	step := fromPath != "" && isStep(fromPath+"?"+fromQuery, path+"?"+rawQuery)
+	urlKey := t.urlKey(host, path, rawQuery)
+	var fromURLKey uint64
+	fromPlain := true // the page has no pattern: no step leads to it, its run is 0
+	if fromPath != "" {
+		if _, ok := Pattern(fromPath); ok || fromQuery != "" {
+			fromURLKey, fromPlain = t.urlKey(host, fromPath, fromQuery), false
+		}
+	}
 	var fromKey uint64
 	fromPat := false
 	if fromPath != "" && !step {
@@ -250,6 +269,22 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 		clear(t.paths)
 		clear(t.sets)
 	}
+	if len(t.runs) >= maxTrapRuns {
+		clear(t.runs)
+	}
+	// The run of u: the steps on the way it was found, when this tracker
+	// saw the whole way (its page's run is known).
+	run, runKnown := 0, false
+	if fromPath != "" {
+		if fromPlain {
+			runKnown = true
+		} else if r, ok := t.runs[fromURLKey]; ok {
+			run, runKnown = int(r), true
+		}
+		if step {
+			run++
+		}
+	}
 	newSet := false
 	if t.cfg.MaxQuerySets > 0 && rawQuery != "" {
 		if _, seen := t.sets[key]; !seen {
@@ -261,8 +296,14 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	}
 	st, seen := t.patterns[key]
 	d := int32(min(depth, 1<<30))
-	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
+	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth &&
+		(!runKnown || run > t.cfg.MaxPatternDepth) {
 		return ReasonURLPattern
+	}
+	if runKnown {
+		if r, ok := t.runs[urlKey]; !ok || int(r) > run {
+			t.runs[urlKey] = uint8(min(run, 255))
+		}
 	}
 	if fromPath != "" {
 		base := d
@@ -280,6 +321,21 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 		t.paths[pathKey]++
 	}
 	return ""
+}
+
+// maxTrapRuns bounds the runs a TrapTracker keeps (about 20 MB); when
+// full, it forgets them, and the pattern depth alone decides.
+const maxTrapRuns = 1 << 20
+
+func (t *TrapTracker) urlKey(host, path, rawQuery string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(t.seed)
+	h.WriteString(host)
+	h.WriteByte(0)
+	h.WriteString(path)
+	h.WriteByte('?')
+	h.WriteString(rawQuery)
+	return h.Sum64()
 }
 
 // isStep reports whether the URL b (path?query) is a step from a: both

@@ -68,6 +68,13 @@ func TestPattern(t *testing.T) {
 	}
 }
 
+// depth10 is the default trap limits with a pattern depth of 10.
+func depth10() TrapConfig {
+	c := DefaultTraps()
+	c.MaxPatternDepth = 10
+	return c
+}
+
 // TestTrapTracker feeds the tracker the URLs of a calendar (a chain of
 // months), a facet shop, a large flat catalogue and a listing, each in
 // the order a crawl finds them, and counts what it admits.
@@ -142,7 +149,7 @@ func TestTrapTracker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTrapTracker(DefaultTraps())
+			tr := NewTrapTracker(depth10())
 			admitted, reason, i := 0, "", 0
 			for u := range tt.urls {
 				i++
@@ -167,7 +174,7 @@ func TestTrapTracker(t *testing.T) {
 // TestTrapTrackerShallowerLater: a pattern's depth is the shallowest seen;
 // only a step is refused.
 func TestTrapTrackerShallowerLater(t *testing.T) {
-	tr := NewTrapTracker(DefaultTraps())
+	tr := NewTrapTracker(depth10())
 	for _, c := range []struct {
 		path  string
 		depth int
@@ -176,15 +183,16 @@ func TestTrapTrackerShallowerLater(t *testing.T) {
 	}{
 		{"/p/1", 30, "/a", ""},
 		{"/p/2", 5, "/b", ""},
-		{"/p/3", 16, "/p/2", ReasonURLPattern}, // a step 11 links below the pattern's shallowest
-		{"/p/3", 16, "/p/9", ""},               // not a step
-		{"/p/3", 16, "", ""},                   // not found on a page of its host
-		{"/p/3", 15, "/p/4", ""},               // 10 links below
+		{"/p/3", 16, "/p/2", ""},               // a step 11 links below the pattern's shallowest, but one step from /b
+		{"/p/5", 16, "/p/4", ReasonURLPattern}, // 11 links below, and the way to /p/4 unknown: the depth decides
+		{"/p/5", 16, "/p/9", ""},               // not a step
+		{"/p/5", 16, "", ""},                   // not found on a page of its host
+		{"/p/5", 15, "/p/4", ""},               // 10 links below
 		{"/q/3", 16, "/p/2", ""},               // another pattern
 		{"/r/1", 2, "", ""},                    // from another host: no baseline
 		{"/r/2", 20, "/s", ""},                 // the baseline
 		{"/r/3", 30, "/r/2", ""},               // 10 links below it
-		{"/r/4", 31, "/r/3", ReasonURLPattern},
+		{"/r/4", 31, "/r/3", ""},               // 11 links below, but two steps from /s
 	} {
 		if r := tr.Check("h", c.path, "", c.depth, c.from, ""); r != c.want {
 			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
