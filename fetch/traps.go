@@ -176,6 +176,10 @@ type TrapTracker struct {
 	// way they were found (see Check); a URL not in it was found elsewhere
 	// (another member, before a restart) or forgotten.
 	runs map[uint64]uint8 // hash(host, path, query) -> steps
+	// hosts holds the shallowest depth of a page of each host whose links
+	// were checked here: no pattern of the host is shallower than one
+	// below it.
+	hosts map[uint64]int32 // hash(host) -> depth
 }
 
 type patternState struct {
@@ -185,7 +189,7 @@ type patternState struct {
 // NewTrapTracker returns a tracker of c's per-host rules.
 func NewTrapTracker(c TrapConfig) *TrapTracker {
 	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), patterns: map[uint64]patternState{}, paths: map[uint64]int32{}, sets: map[uint64]struct{}{},
-		runs: map[uint64]uint8{}}
+		runs: map[uint64]uint8{}, hosts: map[uint64]int32{}}
 }
 
 // Check applies the per-host rules to a URL of host with the escaped path
@@ -231,6 +235,7 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(host)
+	hostKey := h.Sum64()
 	h.WriteByte(0)
 	h.WriteString(pat)
 	pathKey := h.Sum64()
@@ -272,6 +277,15 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 	if len(t.runs) >= maxTrapRuns {
 		clear(t.runs)
 	}
+	if len(t.hosts) >= MaxTrapPatterns {
+		clear(t.hosts)
+	}
+	d := int32(min(depth, 1<<30))
+	hostMin, hostSeen := t.hosts[hostKey]
+	if fromPath != "" && (!hostSeen || d-1 < hostMin) {
+		hostMin, hostSeen = d-1, true // the page the URL was found on
+		t.hosts[hostKey] = hostMin
+	}
 	// The run of u: the steps on the way it was found, when this tracker
 	// saw the whole way (its page's run is known).
 	run, runKnown := 0, false
@@ -295,7 +309,6 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 		}
 	}
 	st, seen := t.patterns[key]
-	d := int32(min(depth, 1<<30))
 	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth &&
 		(!runKnown || run > t.cfg.MaxPatternDepth) {
 		return ReasonURLPattern
@@ -311,6 +324,12 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 			if fs, ok := t.patterns[fromKey]; ok && fs.minDepth+1 < base {
 				base = fs.minDepth + 1
 			}
+		}
+		if hostSeen && hostMin+1 < base {
+			// A pattern counts from no deeper than one below the host's
+			// shallowest page here: a member that meets a sequence in its
+			// middle, before its start, knows where the host begins.
+			base = hostMin + 1
 		}
 		if !seen || base < st.minDepth {
 			t.patterns[key] = patternState{minDepth: base}

@@ -251,3 +251,32 @@ func BenchmarkCheckPathLong(b *testing.B) {
 		c.CheckPath(path, "")
 	}
 }
+
+// TestTrapTrackerMiddleOfSequence: a member of a cluster that meets a
+// sequence in its middle (its first page of the pattern found deep, by
+// another member) counts the pattern from one below the host's shallowest
+// page it fetched, not from that first page.
+func TestTrapTrackerMiddleOfSequence(t *testing.T) {
+	tr := NewTrapTracker(depth10())
+	if r := tr.Check("h", "/page/1.html", "", 2, "/about/", ""); r != "" { // a page of the host at depth 1
+		t.Fatal(r)
+	}
+	if r := tr.Check("h", "/cal/2026-06/", "", 21, "/cal/2026-05/", "x=1"); r != "" { // the way to it unknown here
+		t.Fatalf("first month seen: %q", r)
+	}
+	if r := tr.Check("h", "/cal/2026-07/", "", 22, "/cal/2026-06/", ""); r != ReasonURLPattern {
+		t.Errorf("next month, 20 links below the host's shallowest page: %q", r)
+	}
+	// Without a shallow page of the host, the first month seen (21 links
+	// deep, 20 for its page) is the baseline: 10 steps more are admitted.
+	tr = NewTrapTracker(depth10())
+	for k := 6; k <= 16; k++ {
+		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
+		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 15+k, from, ""); r != "" {
+			t.Errorf("month %d: %q", k, r)
+		}
+	}
+	if r := tr.Check("h", "/cal/2026-17/", "", 32, "/cal/2026-16/", ""); r != ReasonURLPattern {
+		t.Errorf("11 steps below: %q", r)
+	}
+}
