@@ -185,7 +185,9 @@ type ScopeDelegate interface {
 
 // ScopeDigestOf is a short digest of the scope settings that must be the
 // same on every member: allowed hosts and domains, include and exclude
-// patterns, the depth and per-host page limits.
+// patterns, the depth and per-host page limits, the canonicalization
+// (the normalized URL is a URL's identity between members) and the trap
+// limits.
 func ScopeDigestOf(s config.Scope) string { return scopeDigest(s) }
 
 // scopeDigest is ScopeDigestOf with extra settings that must match too
@@ -194,7 +196,9 @@ func ScopeDigestOf(s config.Scope) string { return scopeDigest(s) }
 func scopeDigest(s config.Scope, extra ...string) string {
 	h := sha256.New()
 	parts := [][]string{s.AllowHosts, s.AllowDomains, s.Include, s.Exclude,
-		{strconv.Itoa(s.MaxDepth), strconv.Itoa(s.MaxPagesPerHost)}}
+		{strconv.Itoa(s.MaxDepth), strconv.Itoa(s.MaxPagesPerHost)}, s.Canonical.StripParams,
+		{strconv.FormatBool(s.Canonical.SortQuery), strconv.Itoa(s.MaxSegmentRepeats), strconv.Itoa(s.MaxPathDepth),
+			strconv.Itoa(s.MaxQueryParams), strconv.Itoa(s.MaxPatternDepth), strconv.Itoa(s.MaxQuerySets)}}
 	if len(s.PrivateSuffixes) > 0 || len(extra) > 0 {
 		parts = append(parts, s.PrivateSuffixes, extra)
 	}

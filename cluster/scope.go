@@ -113,7 +113,7 @@ func checkScope(self string, digest string, members []Member) error {
 		if m.Name == self || m.Scope == "" || digest == "" || m.Scope == digest {
 			continue
 		}
-		return fmt.Errorf("cluster: scope settings differ from member %s's (scope.allow_hosts, scope.allow_domains, scope.include, scope.exclude, scope.max_depth, scope.max_pages_per_host): every member must run with the same scope", m.Name)
+		return fmt.Errorf("cluster: scope settings differ from member %s's (scope.allow_hosts, scope.allow_domains, scope.include, scope.exclude, scope.max_depth, scope.max_pages_per_host, scope.canonical, scope.max_segment_repeats, scope.max_path_depth, scope.max_query_params, scope.max_pattern_depth, scope.max_query_sets): every member must run with the same scope", m.Name)
 	}
 	return nil
 }

@@ -146,6 +146,11 @@ func TestScopeDigestOf(t *testing.T) {
 		{"depth", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 4, MaxPagesPerHost: 100}, false},
 		{"pages", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3}, false},
 		{"exclude", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, Exclude: []string{"x"}}, false},
+		{"strip params", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, Canonical: config.Canonical{StripParams: []string{"sid"}}}, false},
+		{"sort query", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, Canonical: config.Canonical{SortQuery: true}}, false},
+		{"pattern depth", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, MaxPatternDepth: 10}, false},
+		{"segment repeats", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, MaxSegmentRepeats: 2}, false},
+		{"query sets", config.Scope{AllowDomains: []string{"example.org"}, MaxDepth: 3, MaxPagesPerHost: 100, MaxQuerySets: 32}, false},
 	} {
 		if got := ScopeDigestOf(tc.s) == ScopeDigestOf(base); got != tc.same {
 			t.Errorf("%s: same digest = %v, want %v", tc.name, got, tc.same)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -249,6 +250,26 @@ type Scope struct {
 	// (seed hosts and allow_hosts do not count), per member; 0 = unlimited.
 	// Default 1000, valid 0..1000000.
 	MaxHostsPerDomain int `yaml:"max_hosts_per_domain"`
+	// Canonical removes session-id and tracking parameters and orders the
+	// query, so that a page has one URL (docs/design/traps.md).
+	Canonical Canonical `yaml:"canonical"`
+	// MaxSegmentRepeats refuses a URL whose path repeats a sequence of
+	// segments more than this many times in a row, or one segment more
+	// than this many times plus one; 0 = off. Default 2, valid 0..1000.
+	MaxSegmentRepeats int `yaml:"max_segment_repeats"`
+	// MaxPathDepth refuses a URL with more path segments; 0 = off. Default 20, valid 0..1000.
+	MaxPathDepth int `yaml:"max_path_depth"`
+	// MaxQueryParams refuses a URL with more query parameters (after
+	// canonicalization); 0 = off. Default 16, valid 0..1000.
+	MaxQueryParams int `yaml:"max_query_params"`
+	// MaxPatternDepth refuses a URL found more links deeper than the
+	// shallowest URL of its pattern on its host (digits replaced, same
+	// parameter names); 0 = off. Default 10, valid 0..100000.
+	MaxPatternDepth int `yaml:"max_pattern_depth"`
+	// MaxQuerySets is the most distinct sets of query parameter names
+	// admitted on one path pattern of a host (facets); 0 = off. Default 32,
+	// valid 0..100000.
+	MaxQuerySets int `yaml:"max_query_sets"`
 }
 
 // Politeness chooses what one politeness unit is.
@@ -260,6 +281,18 @@ type Politeness struct {
 	// DelayFactor: the next request to a unit waits at least this many
 	// times the last response time. Default 0 (off), valid 0..100.
 	DelayFactor float64 `yaml:"delay_factor"`
+}
+
+// Canonical is scope.canonical: the canonicalization of URLs before
+// de-duplication. Every member of a cluster must use the same.
+type Canonical struct {
+	// StripParams are parameter names (case-insensitive; a trailing "*"
+	// makes a prefix) removed from queries and path parameters. Default:
+	// session ids (jsessionid, phpsessid, sid, sessionid, aspsessionid*,
+	// ...) and tracking tags (utm_*, gclid, fbclid, ...); [] = none.
+	StripParams []string `yaml:"strip_params"`
+	// SortQuery orders query parameters by name (stable). Default true.
+	SortQuery bool `yaml:"sort_query"`
 }
 
 // Fetch configures the HTTP fetcher.
@@ -460,6 +493,13 @@ type Log struct {
 	Format string `yaml:"format"`
 }
 
+// defaultStripParams is scope.canonical.strip_params by default; the same
+// list as fetch.DefaultStripParams (config does not import fetch).
+var defaultStripParams = []string{
+	"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*", "cfid", "cftoken",
+	"utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "igshid", "_hsenc", "_hsmi", "mtm_*", "pk_campaign", "pk_kwd",
+}
+
 // Default returns the configuration a node runs with when nothing is set.
 func Default() Config {
 	name, err := os.Hostname()
@@ -475,8 +515,9 @@ func Default() Config {
 		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
 		Workers:         256,
 		ShutdownTimeout: 30 * time.Second,
-		Scope:           Scope{MaxPagesPerHost: 100000, MaxHostsPerDomain: 1000},
-		Politeness:      Politeness{Key: "host"},
+		Scope: Scope{MaxPagesPerHost: 100000, Canonical: Canonical{StripParams: slices.Clone(defaultStripParams), SortQuery: true},
+			MaxSegmentRepeats: 2, MaxPathDepth: 20, MaxQueryParams: 16, MaxPatternDepth: 10, MaxQuerySets: 32, MaxHostsPerDomain: 1000},
+		Politeness: Politeness{Key: "host"},
 		Fetch: Fetch{
 			ConnectTimeout: 15 * time.Second,
 			HeaderTimeout:  10 * time.Second,
@@ -566,6 +607,17 @@ func (c Config) Validate() error {
 	}
 	if !(c.Politeness.DelayFactor >= 0 && c.Politeness.DelayFactor <= 100) {
 		bad("politeness.delay_factor=%g: must be in 0..100", c.Politeness.DelayFactor)
+	}
+	intRange("scope.max_segment_repeats", int64(c.Scope.MaxSegmentRepeats), 0, 1000)
+	intRange("scope.max_path_depth", int64(c.Scope.MaxPathDepth), 0, 1000)
+	intRange("scope.max_query_params", int64(c.Scope.MaxQueryParams), 0, 1000)
+	intRange("scope.max_pattern_depth", int64(c.Scope.MaxPatternDepth), 0, 100000)
+	intRange("scope.max_query_sets", int64(c.Scope.MaxQuerySets), 0, 100000)
+	for i, p := range c.Scope.Canonical.StripParams {
+		name := strings.TrimSuffix(strings.TrimSpace(p), "*")
+		if name == "" || strings.ContainsAny(name, "*=&;?#/ ") {
+			bad("scope.canonical.strip_params[%d]=%q: must be a parameter name, optionally ending in * (a prefix)", i, p)
+		}
 	}
 	durRange("fetch.connect_timeout", c.Fetch.ConnectTimeout, time.Millisecond, 10*time.Minute)
 	durRange("fetch.header_timeout", c.Fetch.HeaderTimeout, time.Millisecond, 10*time.Minute)

@@ -83,6 +83,27 @@ func TestPrecedence(t *testing.T) {
 		{"unknown yaml key", []string{"--config", writeFile(t, dir, "bad.yaml", "delya: 1s\n")}, nil, nil, "delya"},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.yaml")}, nil, nil, "nope.yaml"},
 		{"bad log format", []string{"--log-format", "xml"}, nil, nil, "log.format"},
+		{"canonical from yaml", []string{"--config", writeFile(t, dir, "canon.yaml", "scope:\n  canonical:\n    strip_params: [ref, trk*]\n    sort_query: false\n  max_pattern_depth: 4\n")}, nil, func(c Config) string {
+			if len(c.Scope.Canonical.StripParams) != 2 || c.Scope.Canonical.SortQuery || c.Scope.MaxPatternDepth != 4 {
+				return fmt.Sprintf("scope.canonical %+v, max_pattern_depth %d", c.Scope.Canonical, c.Scope.MaxPatternDepth)
+			}
+			return ""
+		}, ""},
+		{"canonical off from env", nil, map[string]string{"PHASECRAWL_SCOPE_CANONICAL_SORT_QUERY": "false", "PHASECRAWL_SCOPE_MAX_QUERY_SETS": "0"}, func(c Config) string {
+			if c.Scope.Canonical.SortQuery || c.Scope.MaxQuerySets != 0 || len(c.Scope.Canonical.StripParams) == 0 {
+				return fmt.Sprintf("scope %+v", c.Scope)
+			}
+			return ""
+		}, ""},
+		{"trap limits default", nil, nil, func(c Config) string {
+			s := c.Scope
+			if s.MaxSegmentRepeats != 2 || s.MaxPathDepth != 20 || s.MaxQueryParams != 16 || s.MaxPatternDepth != 10 || s.MaxQuerySets != 32 || !s.Canonical.SortQuery {
+				return fmt.Sprintf("scope %+v", s)
+			}
+			return ""
+		}, ""},
+		{"bad strip param names key", []string{"--config", writeFile(t, dir, "canonbad.yaml", "scope:\n  canonical:\n    strip_params: [\"a=b\"]\n")}, nil, nil, "scope.canonical.strip_params[0]"},
+		{"trap limit range names key", []string{"--max-pattern-depth", "-1"}, nil, nil, "scope.max_pattern_depth=-1: must be in 0..100000"},
 		{"bad warc compression", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION": "zstd"}, nil, `warc.compression="zstd": must be responses or all`},
 		{"warc compression all", nil, map[string]string{"PHASECRAWL_WARC_COMPRESSION": "all"}, func(c Config) string {
 			if c.WARC.Compression != WARCCompressAll {

@@ -20,9 +20,11 @@ var (
 	ErrScheme = errors.New("fetch: URL scheme is not http or https")
 	// ErrTooLong: the normalized URL is longer than MaxURLLength.
 	ErrTooLong = errors.New("fetch: URL longer than 2048 bytes")
-	// ErrHost: the host is missing or invalid (control characters, bad IPv6 literal, failed IDNA).
+	// ErrHost: the host is missing or not a DNS name (control characters,
+	// an empty label as in "a..b", a label over 63 octets or starting or
+	// ending with "-", a name over 253 octets, failed IDNA) nor an IP literal.
 	ErrHost = errors.New("fetch: invalid URL host")
-	// ErrPort: the port is not a number in 0..65535.
+	// ErrPort: the port is not a number in 1..65535.
 	ErrPort = errors.New("fetch: invalid URL port")
 	// ErrRelative: a relative reference without a usable base URL.
 	ErrRelative = errors.New("fetch: relative URL without an http(s) base")
@@ -56,8 +58,12 @@ var idnaProfile = idna.New(
 //     encoded; a "%" not followed by two hex digits becomes "%25";
 //   - dot segments removed (after decoding, so "%2E%2E" counts), empty path
 //     -> "/";
-//   - query kept byte order (parameters are not sorted), an empty query ("?"
-//     alone) dropped; fragment dropped.
+//   - canonicalization (SetCanonical, scope.canonical): the session-id and
+//     tracking parameters of the strip list removed from the query and from
+//     path segments (";jsessionid=..."), empty parameters ("a=1&&b=2")
+//     dropped, and the query parameters sorted by name (a stable sort:
+//     repeated names keep their order); a query left empty and "?" alone
+//     dropped; fragment dropped.
 //
 // Errors: ErrScheme (not http/https or no scheme), ErrHost, ErrPort,
 // ErrTooLong (longer than MaxURLLength after normalization). Normalize is
@@ -263,15 +269,32 @@ func assemble(scheme, auth, path, query string, hasQuery bool) (string, error) {
 		b.WriteByte('/')
 	}
 	appendPct(&b, path, pathChar)
-	if p := b.String()[start:]; needsDotRemoval(p) {
-		q := removeDotSegments(p)
-		s := b.String()[:start] + q
-		b.Reset()
-		b.WriteString(s)
+	rules := canonical.Load()
+	if p := b.String()[start:]; needsDotRemoval(p) || strings.IndexByte(p, ';') >= 0 {
+		q := p
+		if needsDotRemoval(q) {
+			q = removeDotSegments(q)
+		}
+		if c := rules.canonPath(q); c != q {
+			q = c
+			if needsDotRemoval(q) { // "/.;jsessionid=1/x" left a dot segment
+				q = removeDotSegments(q)
+			}
+		}
+		if q != p {
+			s := b.String()[:start] + q
+			b.Reset()
+			b.WriteString(s)
+		}
 	}
 	if hasQuery && query != "" {
-		b.WriteByte('?')
-		appendPct(&b, query, queryChar)
+		var qb strings.Builder
+		qb.Grow(len(query) + 8)
+		appendPct(&qb, query, queryChar)
+		if q := rules.canonQuery(qb.String()); q != "" {
+			b.WriteByte('?')
+			b.WriteString(q)
+		}
 	}
 	if b.Len() > MaxURLLength {
 		return "", ErrTooLong
@@ -324,11 +347,8 @@ func normalizePort(p string) (string, error) {
 		}
 	}
 	p = strings.TrimLeft(p, "0")
-	if p == "" {
-		p = "0"
-	}
-	if len(p) > 5 || (len(p) == 5 && p > "65535") {
-		return "", ErrPort
+	if p == "" || len(p) > 5 || (len(p) == 5 && p > "65535") {
+		return "", ErrPort // outside 1..65535: port 0 names no server
 	}
 	return p, nil
 }
@@ -380,10 +400,41 @@ func normalizeHost(h string) (string, error) {
 			return "", ErrHost
 		}
 	}
-	if h == "" || strings.Trim(h, ".") == "" {
+	h = strings.TrimSuffix(h, ".") // the root: "example.com." is example.com
+	if !dnsName(h) {
 		return "", ErrHost
 	}
 	return h, nil
+}
+
+// dnsName reports whether h (lower case, [a-z0-9._-]) is a name DNS can
+// hold (RFC 1123 host names, with "_" allowed as browsers do): 1 to 253
+// octets, labels of 1 to 63 octets that neither start nor end with "-",
+// and "xn--" labels valid punycode (IDNA).
+func dnsName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for len(h) > 0 {
+		label := h
+		if i := strings.IndexByte(h, '.'); i >= 0 {
+			label, h = h[:i], h[i+1:]
+			if h == "" {
+				return false // "a..": an empty last label
+			}
+		} else {
+			h = ""
+		}
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		if strings.HasPrefix(label, "xn--") {
+			if _, err := idnaProfile.ToUnicode(label); err != nil {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // byte classes for percent-encoding (RFC 3986).

@@ -105,8 +105,8 @@ func TestNormalize(t *testing.T) {
 		// query
 		{in: "http://example.com/?", want: "http://example.com/"},
 		{in: "http://example.com/p?#frag", want: "http://example.com/p"},
-		{in: "http://example.com/?b=2&a=1", want: "http://example.com/?b=2&a=1"},
-		{in: "http://example.com/?a=1&&b", want: "http://example.com/?a=1&&b"},
+		{in: "http://example.com/?b=2&a=1", want: "http://example.com/?a=1&b=2"}, // scope.canonical.sort_query
+		{in: "http://example.com/?a=1&&b", want: "http://example.com/?a=1&b"},
 		{in: "http://example.com/?q=a b+c", want: "http://example.com/?q=a%20b+c"},
 		{in: "http://example.com/?q=%7e%2f?/", want: "http://example.com/?q=~%2F?/"},
 		{in: "http://example.com/?a[]=1", want: "http://example.com/?a%5B%5D=1"},

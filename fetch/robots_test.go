@@ -99,13 +99,13 @@ func TestRobotsCheck(t *testing.T) {
 		checks []check
 		gets   int64 // expected get calls for all checks (0 = don't care)
 	}{
-		{name: "allow and disallow", resp: map[string]fakeResp{h: {status: 200, body: "User-agent: *\nDisallow: /private\nAllow: /private/ok\nDisallow: /*.pdf$\nDisallow: /*?sessionid=\n"}},
+		{name: "allow and disallow", resp: map[string]fakeResp{h: {status: 200, body: "User-agent: *\nDisallow: /private\nAllow: /private/ok\nDisallow: /*.pdf$\nDisallow: /*?ref=\n"}},
 			checks: []check{
 				{path: "/", allowed: true}, {path: "/public/x", allowed: true},
 				{path: "/private", allowed: false}, {path: "/private/x", allowed: false}, {path: "/privateer", allowed: false},
 				{path: "/private/ok/x", allowed: true},
 				{path: "/a/b.pdf", allowed: false}, {path: "/a/b.pdf?x=1", allowed: true},
-				{path: "/a?sessionid=3", allowed: false}, {path: "/a?b=1&sessionid=3", allowed: true},
+				{path: "/a?ref=3", allowed: false}, {path: "/a?b=1&ref=3", allowed: true},
 				{path: "/robots.txt", allowed: true},
 			}, gets: 1},
 		{name: "disallow all still allows robots.txt", resp: map[string]fakeResp{h: {status: 200, body: "User-agent: *\nDisallow: /\n"}},

@@ -58,13 +58,13 @@ func TestScopeAllow(t *testing.T) {
 		{"include exclude", ScopeConfig{
 			AllowDomains: []string{"example.com"},
 			Include:      []string{`^https?://[^/]+/(docs|blog)/`, `\.html$`},
-			Exclude:      []string{`[?&]sessionid=`, `/private/`},
+			Exclude:      []string{`[?&]ref=`, `/private/`},
 			MaxDepth:     3,
 		}, []check{
 			{"http://example.com/docs/a", 0, true, ""},
 			{"http://example.com/x/y.html", 0, true, ""},
 			{"http://example.com/other", 0, false, "include"},
-			{"http://example.com/docs/a?sessionid=1", 0, false, "exclude"},
+			{"http://example.com/docs/a?ref=1", 0, false, "exclude"},
 			{"http://example.com/docs/private/x.html", 0, false, "exclude"},
 			{"http://other.com/docs/a", 0, false, "host"},
 			{"http://example.com/docs/a", 4, false, "depth"},

@@ -81,7 +81,7 @@ func (t *hostTrip) pageLinks(page *fetch.Page) []fetch.Link {
 	for _, c := range []struct {
 		reason string
 		n      int
-	}{{"scheme", d.Scheme}, {"too_long", d.TooLong}, {"bad_host", d.BadHost}, {"bad_port", d.BadPort}, {"invalid", d.Invalid}} {
+	}{{"scheme", d.Scheme}, {"too_long", d.TooLong}, {"bad_host", d.BadHost + d.BadPort}, {"invalid", d.Invalid}} {
 		if c.n > 0 {
 			oos.WithLabelValues(c.reason).Add(float64(c.n))
 		}
@@ -95,17 +95,16 @@ func (t *hostTrip) pageLinks(page *fetch.Page) []fetch.Link {
 }
 
 // invalidReason is the urls_out_of_scope_total reason of a URL Normalize refused: one of
-// scheme, too_long, bad_host, bad_port or invalid (a bounded set of label values).
+// scheme, too_long, bad_host (a host that is not a DNS name or IP literal, or a port
+// outside 1..65535) or invalid (a bounded set of label values).
 func invalidReason(err error) string {
 	switch {
 	case errors.Is(err, fetch.ErrScheme):
 		return "scheme"
 	case errors.Is(err, fetch.ErrTooLong):
 		return "too_long"
-	case errors.Is(err, fetch.ErrHost):
+	case errors.Is(err, fetch.ErrHost), errors.Is(err, fetch.ErrPort):
 		return "bad_host"
-	case errors.Is(err, fetch.ErrPort):
-		return "bad_port"
 	}
 	return "invalid"
 }

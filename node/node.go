@@ -59,6 +59,7 @@ type Node struct {
 	client *fetch.Client
 	robots *fetch.Robots
 	scope  *fetch.Scope
+	traps  *traps      // trap limits on discovered URLs (traps.go)
 	out    *output     // WARC files and crawl log (output.go)
 	api    *api.Server // the HTTP API (api.go)
 	m      *Metrics
@@ -305,6 +306,14 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		Exclude:      cfg.Scope.Exclude,
 		MaxDepth:     cfg.Scope.MaxDepth,
 	}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	// The canonicalization is the process's (fetch.Normalize): every node
+	// of a process, like every member of a cluster, must use the same.
+	if err := fetch.SetCanonical(fetch.CanonicalConfig{StripParams: cfg.Scope.Canonical.StripParams, SortQuery: cfg.Scope.Canonical.SortQuery}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if n.traps, err = newTraps(cfg.Scope); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.out, err = openOutput(cfg, n.log); err != nil {

@@ -53,6 +53,7 @@ type hostTrip struct {
 
 	guests []*pendingGuest // guests' fetches being recorded while the trip goes on, oldest first (guest.go)
 	page   *pageWork       // a page being archived and parsed while the trip goes on
+	from   *url.URL        // the page whose links links is collecting (trap limits); nil otherwise
 	// sent holds the fingerprints of the URLs the trip's page writes
 	// carried (at most maxSent; nil: none kept): the links its pages repeat
 	// (a site's menus, its home page) are written once a trip, not once a
@@ -792,6 +793,10 @@ func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.Lo
 	if err != nil {
 		return 0
 	}
+	if from, err := url.Parse(it.URL); err == nil {
+		t.from = from
+		defer func() { t.from = nil }()
+	}
 	cfg := &t.n.cfg.Fetch
 	var page fetch.Page
 	switch {
@@ -904,6 +909,13 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
 		if reason != "host" { // a host out of scope is never in the hosts report
 			t.refuse(u.Host, reason)
+		}
+		return false
+	}
+	if reason := n.traps.check(u, depth, t.from); reason != "" {
+		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		if n.traps.firstRefusal(u.Host) {
+			n.log.Info("trap limit: a URL of this host refused (later refusals of the host are counted, not logged)", "host", u.Host, "reason", reason, "url", norm, "depth", depth)
 		}
 		return false
 	}

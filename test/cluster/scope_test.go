@@ -28,7 +28,7 @@ func TestProcDefaultScope(t *testing.T) {
 		t.Skip("multi-process cluster crawl in -short mode")
 	}
 	web, webAddr, _ := clusterWeb(t)
-	exp := web.Expected(synthweb.Scope{MaxPagesPerHost: webnode.MaxPagesPerHost, UserAgent: config.Default().UserAgent})
+	exp := web.Expected(synthweb.Scope{MaxPagesPerHost: webnode.MaxPagesPerHost, UserAgent: config.Default().UserAgent, PatternDepth: config.Default().Scope.MaxPatternDepth})
 	if exp.Fetches < 100 || exp.Hosts < 2 {
 		t.Fatalf("the seeds' hosts have %d reachable pages on %d hosts: too few for the test", exp.Fetches, exp.Hosts)
 	}
@@ -252,6 +252,7 @@ func TestProcMaxPagesPerHostClusterWide(t *testing.T) {
 		t.Fatalf("the web has %d reachable trap hosts, want 1", len(exp.TrapHosts))
 	}
 	c := newProcCluster(t, web, webAddr)
+	c.extra = []string{"--max-pattern-depth", "0"} // the calendar is bounded by the per-host cap alone
 	ps := startCluster(t, c, 3)
 	if err := ps[0].postSeeds(web.Seeds()); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func StartWeb(t testing.TB, cmd *exec.Cmd, addr string, web *synthweb.Web) synth
 		return err == nil
 	})
 	return web.Expected(synthweb.Scope{Domains: []string{web.Config().Domain}, MaxPagesPerHost: webnode.MaxPagesPerHost,
-		UserAgent: config.Default().UserAgent})
+		UserAgent: config.Default().UserAgent, PatternDepth: config.Default().Scope.MaxPatternDepth})
 }
 
 // WebJSON decodes the JSON the synthweb process at addr serves at path

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/launch"
@@ -79,20 +80,41 @@ func ok(url string) expect { return expect{url, frontier.Completed, "ok", 1} }
 
 // trapCheck: an infinite URL space is cut at exactly max_pages_per_host admitted URLs, each
 // fetched once.
-func trapCheck(label string) func(t *testing.T, r *result) {
+func trapCheck(label string) func(t *testing.T, r *result) { return trapCheckN(label, maxPerHost) }
+
+// trapCheckN: an infinite URL space is cut at exactly want admitted URLs (by the trap
+// limits and the canonical URLs, before max_pages_per_host), each fetched once.
+func trapCheckN(label string, want int) func(t *testing.T, r *result) {
 	return func(t *testing.T, r *result) {
 		hs, found, err := r.front.Host(label + "." + domain)
 		if err != nil || !found {
 			t.Fatalf("host stats: %v %v", found, err)
 		}
-		if hs.Admitted != maxPerHost {
-			t.Errorf("admitted %d, want %d (scope.max_pages_per_host)", hs.Admitted, maxPerHost)
+		if hs.Admitted != int64(want) {
+			t.Errorf("admitted %d, want %d", hs.Admitted, want)
 		}
 		// Each admitted URL fetched once; a failed attempt (hs.Errors) is retried.
-		if got := r.rec.pages(label); hs.Fetched < maxPerHost || got > int(hs.Fetched) || (hs.Errors == 0 && got != maxPerHost) {
-			t.Errorf("%d attempts (%d failed), %d page requests served; want %d of each", hs.Fetched, hs.Errors, got, maxPerHost)
+		if got := r.rec.pages(label); hs.Fetched < int64(want) || got > int(hs.Fetched) || (hs.Errors == 0 && got != want) {
+			t.Errorf("%d attempts (%d failed), %d page requests served; want %d of each", hs.Fetched, hs.Errors, got, want)
 		}
 	}
+}
+
+// treePaths is how many paths of the endless tree p -> p/x, p/y under root the default
+// trap limits admit.
+func treePaths(root string) int {
+	n := 0
+	queue := []string{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if fetch.DefaultTraps().CheckPath(p, "") != "" {
+			continue
+		}
+		n++
+		queue = append(queue, strings.TrimSuffix(p, "/")+"/x", strings.TrimSuffix(p, "/")+"/y")
+	}
+	return n
 }
 
 func cases(t *testing.T, srv *web) []hostileCase {
@@ -330,7 +352,7 @@ func cases(t *testing.T, srv *web) []hostileCase {
 			expect: []expect{ok(u("urls", "/")), ok(u("urls", "/userinfo")), ok("http://urls." + domain + ":8080/oddport"),
 				ok(u("xn--bcher-kva", "/")), ok(u("urls", "/ctl/a%01b")), {u("urls", "/tofile"), frontier.Completed, "redirect", 1}},
 			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="too_long"}`, `phasecrawl_urls_out_of_scope_total{reason="bad_host"}`,
-				`phasecrawl_urls_out_of_scope_total{reason="bad_port"}`, `phasecrawl_urls_out_of_scope_total{reason="scheme"}`,
+				`phasecrawl_urls_out_of_scope_total{reason="scheme"}`,
 				`phasecrawl_urls_out_of_scope_total{reason="host"}`},
 			check: func(t *testing.T, r *result) {
 				r.rec.mu.Lock()
@@ -380,11 +402,14 @@ func cases(t *testing.T, srv *web) []hostileCase {
 			}},
 		{name: "robots.txt redirected to another host", seeds: []string{u("robots-cross", "/")},
 			expect: []expect{ok(u("robots-cross", "/")), {u("robots-cross", "/x"), frontier.Completed, "robots", 0}, ok(u("robots-cross", "/y"))}},
-		{name: "session ids", seeds: []string{u("session", "/")}, expect: []expect{ok(u("session", "/"))},
-			metrics: []string{"phasecrawl_urls_over_host_cap_total"}, check: trapCheck("session")},
+		// Session ids are removed (scope.canonical): "/", "/page" and "/other", once each.
+		{name: "session ids", seeds: []string{u("session", "/")}, expect: []expect{ok(u("session", "/")), ok(u("session", "/page")), ok(u("session", "/other"))},
+			check: trapCheckN("session", 3)},
+		// The seed, its two neighbours, then scope.max_pattern_depth more steps either way.
 		{name: "calendar", seeds: []string{u("calendar", "/cal/2024/01")}, expect: []expect{ok(u("calendar", "/cal/2024/01"))},
-			check: trapCheck("calendar")},
-		{name: "soft 404", seeds: []string{u("soft404", "/")}, expect: []expect{ok(u("soft404", "/"))}, check: trapCheck("soft404")},
+			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="url_pattern"}`}, check: trapCheckN("calendar", 3+2*config.Default().Scope.MaxPatternDepth)},
+		{name: "soft 404", seeds: []string{u("soft404", "/")}, expect: []expect{ok(u("soft404", "/"))},
+			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="path_repeats"}`}, check: trapCheckN("soft404", treePaths("/"))},
 	}
 }
 

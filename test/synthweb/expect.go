@@ -21,6 +21,28 @@ type Scope struct {
 	// UserAgent is the crawler's User-Agent, used to pick robots.txt groups
 	// ("phasecrawl/..." gets the "phasecrawl" groups).
 	UserAgent string
+	// PatternDepth is the crawler's scope.max_pattern_depth (0: off). The
+	// trap calendar is a chain of months (/cal/YYYY/MM, one pattern), so a
+	// node alone fetches its home, the first month and PatternDepth months
+	// on either side of it.
+	PatternDepth int
+}
+
+// trapPages is how many pages of a trap host a node alone fetches under
+// sc: the per-host cap, or the calendar's months the pattern depth
+// admits (-1: unbounded).
+func (sc Scope) trapPages() int {
+	n := sc.MaxPagesPerHost
+	if n <= 0 {
+		n = -1
+	}
+	if sc.PatternDepth > 0 {
+		months := 2 + 2*sc.PatternDepth // the home, the first month, PatternDepth before and after
+		if n < 0 || months < n {
+			n = months
+		}
+	}
+	return n
 }
 
 // Expectation is what a correct crawler does on the web, started from
@@ -121,10 +143,7 @@ func (w *Web) Expected(sc Scope) Expectation {
 		}
 		exp.Contacted[s.name] = true
 		if s.trap {
-			n := sc.MaxPagesPerHost
-			if n <= 0 {
-				n = -1
-			}
+			n := sc.trapPages()
 			exp.TrapHosts[s.name] = n
 			fetchedOn[s.idx] = true
 			pagesOn[s.idx] = max(n, 0)
@@ -186,7 +205,7 @@ func (w *Web) Expected(sc Scope) Expectation {
 	exp.Fetches = len(exp.Pages)
 	for h, n := range exp.TrapHosts {
 		if n < 0 {
-			exp.Warnings = append(exp.Warnings, fmt.Sprintf("oracle inexact: trap host %s is unbounded with MaxPagesPerHost=0", h))
+			exp.Warnings = append(exp.Warnings, fmt.Sprintf("oracle inexact: trap host %s is unbounded with MaxPagesPerHost=0 and PatternDepth=0", h))
 			continue
 		}
 		exp.Fetches += n

@@ -33,6 +33,11 @@ type Server struct {
 
 	capOnce sync.Once
 	perHost int
+
+	// PatternDepth is scope.max_pattern_depth of the crawls (NodeConfig)
+	// and of their oracle (Scope): Start sets the default; 0 turns the rule
+	// off, so that the per-host cap alone bounds the trap calendar.
+	PatternDepth int
 }
 
 // PerHostCap is the per-host cap of crawls of the web: MaxPagesPerHost, or
@@ -53,7 +58,7 @@ func Start(web *synthweb.Web) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webnode: listen: %w", err)
 	}
-	s := &Server{Web: web, Addr: ln.Addr().String(), done: make(chan struct{})}
+	s := &Server{Web: web, Addr: ln.Addr().String(), done: make(chan struct{}), PatternDepth: config.Default().Scope.MaxPatternDepth}
 	s.srv = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second,
 		ConnState: func(_ net.Conn, st http.ConnState) {
 			if st == http.StateNew {
@@ -83,7 +88,8 @@ func (s *Server) Close() error {
 
 // Scope is the synthetic-web scope every crawl here uses (PerHostCap).
 func (s *Server) Scope(userAgent string) synthweb.Scope {
-	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: s.PerHostCap(), UserAgent: userAgent}
+	return synthweb.Scope{Domains: []string{s.Web.Config().Domain}, MaxPagesPerHost: s.PerHostCap(), UserAgent: userAgent,
+		PatternDepth: s.PatternDepth}
 }
 
 // NodeConfig returns the configuration of a node named name that crawls the
@@ -104,6 +110,7 @@ func (s *Server) NodeConfig(name, dir string, delay time.Duration) config.Config
 	// a web of more hosts than that.
 	c.Scope.PrivateSuffixes = []string{s.Web.Config().Domain}
 	c.Scope.MaxPagesPerHost = s.PerHostCap()
+	c.Scope.MaxPatternDepth = s.PatternDepth
 	c.Bucket.MaxQueueWait = 100 * time.Millisecond
 	c.Fetch.RetryBackoff = time.Second
 	c.ShutdownTimeout = 10 * time.Second
