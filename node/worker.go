@@ -914,6 +914,7 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 	}
 	if reason := n.traps.check(u, depth, t.from); reason != "" {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
+		t.refuse(u.Host, reason)
 		if n.traps.firstRefusal(u.Host) {
 			n.log.Info("trap limit: a URL of this host refused (later refusals of the host are counted, not logged)", "host", u.Host, "reason", reason, "url", norm, "depth", depth)
 		}
