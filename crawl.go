@@ -281,13 +281,14 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 		}
 	}
 	result, err := waitCrawl(ctx, n, runErr, p)
-	stop() // a second Ctrl-C kills the process
+	interrupted := ctx.Err() != nil
+	stop() // a second Ctrl-C kills the process (stop also cancels ctx)
 	var st node.Status
 	if err == nil {
 		st = n.Status() // before Run closes the node
 		cancel()
 		err = <-runErr
-		if err == nil && ctx.Err() != nil && result != "interrupted" {
+		if interrupted {
 			result = "interrupted"
 		}
 	}
@@ -321,7 +322,9 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 func waitCrawl(ctx context.Context, n *node.Node, runErr chan error, p *progress) (string, error) {
 	check := time.NewTicker(200 * time.Millisecond)
 	defer check.Stop()
-	next := time.Now() // the first line at once
+	draw := time.NewTicker(p.every)
+	defer draw.Stop()
+	p.draw(n.Status(), time.Now())
 	doneSeen := 0
 	for {
 		select {
@@ -332,24 +335,22 @@ func waitCrawl(ctx context.Context, n *node.Node, runErr chan error, p *progress
 				err = errors.New("the node stopped")
 			}
 			return "failed", err
+		case now := <-draw.C:
+			p.draw(n.Status(), now)
 		case now := <-check.C:
 			st := n.Status()
-			if !now.Before(next) {
-				p.draw(st, now)
-				next = now.Add(p.every)
-			}
 			finished := st.Done
 			budget := st.Budget.Reached != "" && st.Frontier.InProgress == 0 && st.Bucket.Fetching == 0
-			if finished || budget {
-				if doneSeen++; doneSeen >= 2 {
-					p.draw(st, now)
-					if finished {
-						return "finished", nil
-					}
-					return "budget", nil
-				}
-			} else {
+			if !finished && !budget {
 				doneSeen = 0
+				continue
+			}
+			if doneSeen++; doneSeen >= 2 {
+				p.draw(st, now)
+				if finished {
+					return "finished", nil
+				}
+				return "budget", nil
 			}
 		}
 	}
