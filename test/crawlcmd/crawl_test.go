@@ -295,3 +295,85 @@ func TestCrawlStdin(t *testing.T) {
 		t.Errorf("hosts %d, want 2 (the one of standard input, the one of the list)", sum.Hosts)
 	}
 }
+
+// TestCrawlTerminal runs phasecrawl crawl in a pseudo-terminal (a tmux
+// pane): the progress line is redrawn in place (carriage return and
+// clear-to-end-of-line, one line on the screen), the summary appears and
+// names the WARC files, and the exit status is 0.
+func TestCrawlTerminal(t *testing.T) {
+	tmux, err := exec.LookPath("tmux")
+	if err != nil {
+		t.Fatal("tmux is needed (apt-get install tmux; .ci/run installs it)")
+	}
+	srv := startWeb(t, 6, 150)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "tmux.sock")
+	raw, rc, gate := filepath.Join(dir, "raw"), filepath.Join(dir, "rc"), filepath.Join(dir, "go")
+	args := crawlArgs(srv, filepath.Join(dir, "data"), 20*time.Millisecond, "--allow-domain", srv.Web.Config().Domain)
+	quoted := []string{shellQuote(testbin.Path(t))}
+	for _, a := range args {
+		quoted = append(quoted, shellQuote(a))
+	}
+	script := "while [ ! -e " + shellQuote(gate) + " ]; do sleep 0.05; done; " + strings.Join(quoted, " ") +
+		"; echo $? > " + shellQuote(rc) + "; sleep 60"
+	run := func(a ...string) string {
+		t.Helper()
+		cmd := exec.Command(tmux, append([]string{"-S", sock}, a...)...)
+		cmd.Env = append(os.Environ(), "TERM=xterm-256color")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", a, err, out)
+		}
+		return string(out)
+	}
+	run("-f", "/dev/null", "new-session", "-d", "-s", "crawl", "-x", "200", "-y", "40", "sh", "-c", script)
+	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	run("pipe-pane", "-t", "crawl", "-o", "cat > "+shellQuote(raw))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var code []byte
+	for {
+		if code, err = os.ReadFile(rc); err == nil && len(code) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the crawl did not end in 60s; screen:\n%s", run("capture-pane", "-p", "-J", "-t", "crawl"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // the pipe's last bytes
+	screen := run("capture-pane", "-p", "-J", "-t", "crawl")
+	t.Logf("screen:\n%s", strings.TrimRight(screen, "\n"))
+	if strings.TrimSpace(string(code)) != "0" {
+		t.Errorf("exit status %s, want 0", strings.TrimSpace(string(code)))
+	}
+	progressLines := 0
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.HasPrefix(l, "pages ") {
+			progressLines++
+		}
+	}
+	if progressLines != 1 {
+		t.Errorf("%d progress lines on the screen, want 1 (redrawn in place)", progressLines)
+	}
+	if !strings.Contains(screen, "crawl finished") || !strings.Contains(screen, "WARC") || !strings.Contains(screen, ".warc.gz") {
+		t.Errorf("no summary naming the WARC files on the screen")
+	}
+	out, err := os.ReadFile(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := strings.Count(string(out), "\rpages "); k < 2 {
+		t.Errorf("the progress line was drawn %d times with a carriage return, want at least 2:\n%q", k, out)
+	}
+	if !strings.Contains(string(out), "\x1b[K") {
+		t.Errorf("the progress line is not cleared to the end of the line (ESC [K):\n%q", out)
+	}
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
