@@ -377,3 +377,47 @@ func TestCrawlTerminal(t *testing.T) {
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// TestRunExitWhenDone: phasecrawl run --exit-when-done, alone, exits with
+// status 0 once its crawl is done (every page fetched once); with
+// --revisit it refuses to start, saying why.
+func TestRunExitWhenDone(t *testing.T) {
+	srv := startWeb(t, 4, 60)
+	dir := t.TempDir()
+	args := []string{"run", "--data", filepath.Join(dir, "data"), "--http", "127.0.0.1:0", "--allow-private",
+		"--resolve", srv.Web.ResolvePattern() + "=" + srv.Addr, "--delay", "5ms", "--exit-when-done"}
+	for _, s := range srv.Web.Seeds() {
+		args = append(args, "--seed", s)
+	}
+	cmd := exec.Command(testbin.Path(t), args...)
+	cmd.Env = append(os.Environ(), "PHASECRAWL_DONE_GRACE=1s")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(t, err); code != 0 {
+			t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("run --exit-when-done still running after 60s\n%s", stderr.String())
+	}
+	rep := srv.Web.Report()
+	if len(rep.URLs) == 0 || rep.Duplicates != 0 {
+		t.Errorf("the web served %d pages, %d twice", len(rep.URLs), rep.Duplicates)
+	}
+	if !strings.Contains(stderr.String(), "crawl done: exiting (exit_when_done)") {
+		t.Errorf("the log does not say why the node exited:\n%s", stderr.String())
+	}
+
+	cmd = exec.Command(testbin.Path(t), append(args, "--revisit", "1h")...)
+	out, err := cmd.CombinedOutput()
+	if code := exitCode(t, err); code == 0 || !strings.Contains(string(out), "exit_when_done: a recurring crawl") {
+		t.Errorf("run --exit-when-done --revisit 1h: exit %d, %s", code, out)
+	}
+}
