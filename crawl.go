@@ -375,12 +375,17 @@ func (p *progress) draw(st node.Status, now time.Time) {
 	if p.quiet {
 		return
 	}
-	if !p.lastAt.IsZero() {
-		if dt := now.Sub(p.lastAt).Seconds(); dt > 0 {
-			p.rate = float64(st.PagesFetched-p.lastPages) / dt
-		}
+	// pages/s over at least a second (the last line, drawn at the end,
+	// keeps the rate of the line before).
+	switch dt := now.Sub(p.lastAt).Seconds(); {
+	case p.lastAt.IsZero():
+		p.lastPages, p.lastAt = st.PagesFetched, now
+	case dt >= 1:
+		p.rate = float64(st.PagesFetched-p.lastPages) / dt
+		p.lastPages, p.lastAt = st.PagesFetched, now
+	case p.rate == 0 && dt > 0.2:
+		p.rate = float64(st.PagesFetched-p.lastPages) / dt
 	}
-	p.lastPages, p.lastAt = st.PagesFetched, now
 	line := fmt.Sprintf("pages %d  %.1f/s  queued %d  hosts %d  errors %d  archived %s  %s",
 		st.PagesFetched, p.rate, st.Frontier.InList+st.Frontier.Stalled, st.Bucket.Fetching+st.Bucket.Queuing,
 		st.FetchErrors, humanBytes(st.BytesFetched), elapsed(now.Sub(p.start)))
@@ -508,9 +513,20 @@ func printSummary(w io.Writer, s crawlSummary) {
 	default:
 		fmt.Fprintf(w, "crawl failed after %s\n", d)
 	}
-	fmt.Fprintf(w, "  pages      %d (this run %d), %s, %d hosts\n", s.Pages, s.PagesThisRun, humanBytes(s.Bytes), s.Hosts)
+	thisRun := ""
+	if s.PagesThisRun != s.Pages {
+		thisRun = fmt.Sprintf(" (%d this run)", s.PagesThisRun)
+	}
+	fmt.Fprintf(w, "  pages      %d%s, %s, %d hosts\n", s.Pages, thisRun, humanBytes(s.Bytes), s.Hosts)
 	fmt.Fprintf(w, "  status     %s\n", keyCounts(s.ByStatus))
-	fmt.Fprintf(w, "  refused    %s\n", keyCounts(s.Refused))
+	refused := map[string]int64{}
+	for k, v := range s.Refused {
+		if name, ok := refusedNames[k]; ok {
+			k = name
+		}
+		refused[k] += v
+	}
+	fmt.Fprintf(w, "  refused    %s\n", keyCounts(refused))
 	if s.Queued > 0 {
 		fmt.Fprintf(w, "  left       %d URLs\n", s.Queued)
 	}
@@ -525,6 +541,17 @@ func printSummary(w io.Writer, s crawlSummary) {
 	if s.Log != "" {
 		fmt.Fprintf(w, "  node log   %s\n", s.Log)
 	}
+}
+
+// refusedNames are the words of the summary for the reasons a URL was
+// refused (the summary's JSON keeps the reasons as they are).
+var refusedNames = map[string]string{
+	"robots":  "robots.txt",
+	"host":    "other hosts",
+	"exclude": "excluded",
+	"include": "not included",
+	"scheme":  "not http(s)",
+	"depth":   "too deep",
 }
 
 // keyCounts writes "k1 n1, k2 n2" sorted by key, or "none".
