@@ -421,3 +421,23 @@ func TestRunExitWhenDone(t *testing.T) {
 		t.Errorf("run --exit-when-done --revisit 1h: exit %d, %s", code, out)
 	}
 }
+
+// TestCrawlError: a crawl that cannot run (its --data is a file) exits 1
+// with the error as the last line of standard error.
+func TestCrawlError(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbin.Path(t), "crawl", "--data", filepath.Join(file, "data"), "http://a.test/")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if code := exitCode(t, cmd.Run()); code != 1 {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, stderr.String())
+	}
+	lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "phasecrawl crawl: ") || !strings.Contains(last, "not a directory") {
+		t.Errorf("last line %q, want the error", last)
+	}
+}
