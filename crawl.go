@@ -97,14 +97,8 @@ func cmdCrawl(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			c.Data = ""
 			c.HTTP = "127.0.0.1:0"
 		},
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&cf.file, "f", "", "file with one URL a line (# comments); - for standard input")
-			fs.BoolVar(&cf.verbose, "verbose", false, "log to standard error instead of DATA/phasecrawl.log")
-			fs.BoolVar(&cf.quiet, "quiet", false, "print only the summary")
-			fs.BoolVar(&cf.json, "json", false, "print the summary as one JSON object")
-			fs.DurationVar(&cf.progress, "progress-interval", 0, "time between two progress lines (default: 500ms on a terminal, 10s otherwise)")
-		},
-		Args: &urls,
+		Flags: func(fs *flag.FlagSet) { crawlOwnFlags(fs, &cf) },
+		Args:  &urls,
 		Finish: func(c *config.Config) error {
 			return crawlFinish(c, &urls, cf.file, stdin, started)
 		},
@@ -120,24 +114,43 @@ func cmdCrawl(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return crawl(cfg, cf, stdout, stderr, started)
 }
 
-// crawlHelp prints the usage and the flags.
+// crawlHelp prints the usage and the flags, with a crawl's defaults.
 func crawlHelp(w io.Writer) {
 	fmt.Fprint(w, crawlUsage)
-	var cfg config.Config
+	cfg := config.Default()
+	cfg.Data, cfg.HTTP = "", "127.0.0.1:0"
+	var cf crawlFlags
 	fs := flag.NewFlagSet("crawl", flag.ContinueOnError)
 	config.BindFlags(fs, &cfg)
-	fs.String("f", "", "file with one URL a line (# comments); - for standard input")
-	fs.Bool("verbose", false, "log to standard error instead of DATA/phasecrawl.log")
-	fs.Bool("quiet", false, "print only the summary")
-	fs.Bool("json", false, "print the summary as one JSON object")
-	fs.Duration("progress-interval", 0, "time between two progress lines (default: 500ms on a terminal, 10s otherwise)")
-	fs.SetOutput(w)
+	crawlOwnFlags(fs, &cf)
 	fs.VisitAll(func(f *flag.Flag) {
 		if crawlRefused[f.Name] != "" {
 			return
 		}
-		fmt.Fprintf(w, "  --%s\n    \t%s\n", f.Name, f.Usage)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		line := "  " + dash + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "0s" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, usage)
 	})
+	fmt.Fprintln(w, "  --data default: a new directory named after the first host and the time")
+}
+
+// crawlOwnFlags defines the flags of phasecrawl crawl beside the node's.
+func crawlOwnFlags(fs *flag.FlagSet, cf *crawlFlags) {
+	fs.StringVar(&cf.file, "f", "", "`FILE` with one URL a line (# comments); - for standard input")
+	fs.BoolVar(&cf.verbose, "verbose", false, "log to standard error instead of DATA/phasecrawl.log")
+	fs.BoolVar(&cf.quiet, "quiet", false, "print only the summary")
+	fs.BoolVar(&cf.json, "json", false, "print the summary as one JSON object")
+	fs.DurationVar(&cf.progress, "progress-interval", 0, "time between two progress lines (0: 500ms on a terminal, 10s otherwise)")
 }
 
 // crawlRefused are the run flags that make no sense for one node that
