@@ -296,15 +296,14 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 	result, err := waitCrawl(ctx, n, runErr, p)
 	interrupted := ctx.Err() != nil
 	stop() // a second Ctrl-C kills the process (stop also cancels ctx)
-	var st node.Status
 	if err == nil {
-		st = n.Status() // before Run closes the node
 		cancel()
-		err = <-runErr
+		err = <-runErr // requests in flight finish, the outputs are flushed
 		if interrupted {
 			result = "interrupted"
 		}
 	}
+	st := n.Status() // in-memory counts: still there once Run has closed the node
 	p.clear()
 	sum := summarize(cfg, n, st, result, time.Since(started))
 	sum.Log = logPath
