@@ -297,6 +297,11 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 	interrupted := ctx.Err() != nil
 	stop() // a second Ctrl-C kills the process (stop also cancels ctx)
 	if err == nil {
+		if interrupted && !cf.quiet {
+			p.clear()
+			fmt.Fprintln(stderr, "interrupted: the requests in flight finish (Ctrl-C again stops at once; the data directory stays resumable)")
+			p.drawn = false
+		}
 		cancel()
 		err = <-runErr // requests in flight finish, the outputs are flushed
 		if interrupted {
