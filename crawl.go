@@ -286,13 +286,7 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 	if f, ok := stderr.(*os.File); ok {
 		tty = isTerminal(f)
 	}
-	p := &progress{w: stderr, tty: tty, quiet: cf.quiet, start: started, every: cf.progress}
-	if p.every <= 0 {
-		p.every = 10 * time.Second
-		if tty {
-			p.every = 500 * time.Millisecond
-		}
-	}
+	p := &progress{w: stderr, tty: tty, quiet: cf.quiet, start: started, every: progressEvery(cf.progress, tty)}
 	result, err := waitCrawl(ctx, n, runErr, p)
 	interrupted := ctx.Err() != nil
 	stop() // a second Ctrl-C kills the process (stop also cancels ctx)
@@ -371,6 +365,19 @@ func waitCrawl(ctx context.Context, n *node.Node, runErr chan error, p *progress
 			}
 		}
 	}
+}
+
+// progressEvery is the time between two progress lines: set (by
+// --progress-interval), or twice a second on a terminal and every 10 s
+// elsewhere (a log file, a pipe).
+func progressEvery(set time.Duration, tty bool) time.Duration {
+	switch {
+	case set > 0:
+		return set
+	case tty:
+		return 500 * time.Millisecond
+	}
+	return 10 * time.Second
 }
 
 // progress writes the progress line.

@@ -91,3 +91,22 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("--quiet drew %q", b.String())
 	}
 }
+
+// TestProgressEvery: twice a second on a terminal, every 10 s elsewhere,
+// unless --progress-interval says otherwise.
+func TestProgressEvery(t *testing.T) {
+	for _, tc := range []struct {
+		set  time.Duration
+		tty  bool
+		want time.Duration
+	}{
+		{0, true, 500 * time.Millisecond},
+		{0, false, 10 * time.Second},
+		{time.Second, true, time.Second},
+		{200 * time.Millisecond, false, 200 * time.Millisecond},
+	} {
+		if got := progressEvery(tc.set, tc.tty); got != tc.want {
+			t.Errorf("progressEvery(%s, %v) = %s, want %s", tc.set, tc.tty, got, tc.want)
+		}
+	}
+}
