@@ -64,7 +64,12 @@ func watchDone(ctx context.Context, n *node.Node, grace time.Duration, log *slog
 // crawlDone looks at every member once: ok when each is done, with the
 // fingerprint of what it saw and the largest done_grace of the members.
 func crawlDone(ctx context.Context, n *node.Node, client *http.Client) (fp string, grace time.Duration, ok bool) {
-	self := n.Status()
+	return doneView(n.Status(), func(api string) (node.Status, error) { return memberStatus(ctx, client, api) })
+}
+
+// doneView is crawlDone on this node's status self, asking the other
+// members for theirs with ask.
+func doneView(self node.Status, ask func(api string) (node.Status, error)) (fp string, grace time.Duration, ok bool) {
 	all := []node.Status{self}
 	for _, m := range self.Members {
 		switch {
@@ -73,7 +78,7 @@ func crawlDone(ctx context.Context, n *node.Node, client *http.Client) (fp strin
 		case m.State != "alive" || m.API == "":
 			return "", 0, false
 		}
-		st, err := memberStatus(ctx, client, m.API)
+		st, err := ask(m.API)
 		if err != nil {
 			return "", 0, false
 		}
