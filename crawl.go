@@ -287,6 +287,14 @@ func crawl(cfg config.Config, cf crawlFlags, stdout, stderr io.Writer, started t
 		tty = isTerminal(f)
 	}
 	p := &progress{w: stderr, tty: tty, quiet: cf.quiet, start: started, every: progressEvery(cf.progress, tty)}
+	if !cf.quiet {
+		status := ""
+		if a := n.Addr(); a != nil {
+			status = fmt.Sprintf(", status page http://%s/", a)
+		}
+		seeds, _ := cfg.ReadSeeds() // read once already (crawlFinish)
+		fmt.Fprintf(stderr, "crawling %d URLs into %s%s\n", len(seeds), cfg.Data, status)
+	}
 	result, err := waitCrawl(ctx, n, runErr, p)
 	interrupted := ctx.Err() != nil
 	stop() // a second Ctrl-C kills the process (stop also cancels ctx)

@@ -120,6 +120,10 @@ func TestCrawlPiped(t *testing.T) {
 		t.Errorf("standard error has control characters %q:\n%s", cc, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if !strings.HasPrefix(lines[0], "crawling 2 URLs into "+data+", status page http://127.0.0.1:") {
+		t.Errorf("first line %q", lines[0])
+	}
+	lines = lines[1:]
 	for _, l := range lines {
 		if !strings.HasPrefix(l, "pages ") {
 			t.Errorf("standard error line %q is not a progress line", l)
