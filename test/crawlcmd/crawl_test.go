@@ -467,3 +467,30 @@ func TestCrawlError(t *testing.T) {
 		t.Errorf("last line %q, want the error", last)
 	}
 }
+
+// TestCrawlVerbose: --verbose sends the node's log to standard error
+// instead of DATA/phasecrawl.log, which a crawl without it writes.
+func TestCrawlVerbose(t *testing.T) {
+	srv := startWeb(t, 4, 40)
+	for _, verbose := range []bool{false, true} {
+		data := filepath.Join(t.TempDir(), "data")
+		more := []string{"--progress-interval", "1h"}
+		if verbose {
+			more = append(more, "--verbose")
+		}
+		cmd := exec.Command(testbin.Path(t), crawlArgs(srv, data, 5*time.Millisecond, more...)...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if code := exitCode(t, cmd.Run()); code != 0 {
+			t.Fatalf("--verbose=%v: exit %d\n%s", verbose, code, stderr.String())
+		}
+		logged := strings.Contains(stderr.String(), "msg=\"node running\"")
+		_, err := os.Stat(filepath.Join(data, "phasecrawl.log"))
+		if logged != verbose || (err == nil) == verbose {
+			t.Errorf("--verbose=%v: log on standard error %v, phasecrawl.log: %v\n%s", verbose, logged, err, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "crawl finished") {
+			t.Errorf("--verbose=%v: no summary:\n%s", verbose, stdout.String())
+		}
+	}
+}
