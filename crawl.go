@@ -359,7 +359,7 @@ func waitCrawl(ctx context.Context, n *node.Node, runErr chan error, p *progress
 		case now := <-check.C:
 			st := n.Status()
 			finished := st.Done
-			budget := st.Budget.Reached != "" && st.Frontier.InProgress == 0 && st.Bucket.Fetching == 0
+			budget := budgetSpent(st)
 			if !finished && !budget {
 				doneSeen = 0
 				continue

@@ -23,7 +23,8 @@ const donePoll = 500 * time.Millisecond
 //
 // The crawl is done when every member that gossip says is alive answers
 // its status with done (nothing IN_LIST, IN_PROGRESS or STALLED, no
-// element queued or fetching) and an empty outbox, at least one page was
+// element queued or fetching; or its crawl budget spent) and an empty
+// outbox, at least one page was
 // fetched (a cluster that fetched nothing waits for its seeds), and all of
 // it (the members, and each one's counts: pages, completed, stalled,
 // errors) stays the same for the grace period, the largest done_grace
@@ -87,7 +88,7 @@ func doneView(self node.Status, ask func(api string) (node.Status, error)) (fp s
 	var parts []string
 	var completed int64
 	for _, st := range all {
-		if !st.Done {
+		if !st.Done && !budgetSpent(st) {
 			return "", 0, false
 		}
 		for _, k := range st.Outbox {
@@ -105,6 +106,14 @@ func doneView(self node.Status, ask func(api string) (node.Status, error)) (fp s
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, " "), grace, true
+}
+
+// budgetSpent reports whether a node has spent its crawl budget
+// (max_pages, max_duration): it starts no new request, so its crawl is
+// over although URLs are left; the requests in flight finish when it
+// stops (shutdown_timeout), as at any graceful stop.
+func budgetSpent(st node.Status) bool {
+	return st.Budget.Reached != ""
 }
 
 // memberStatus asks the member whose API listens at addr for its status.

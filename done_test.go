@@ -33,6 +33,16 @@ func TestDoneView(t *testing.T) {
 		{name: "alone, done", self: func() node.Status { return st("a", true, 10) }, ok: true},
 		{name: "alone, not done", self: func() node.Status { return st("a", false, 10) }},
 		{name: "alone, nothing crawled", self: func() node.Status { return st("a", true, 0) }},
+		{name: "alone, budget spent", self: func() node.Status {
+			s := st("a", false, 10)
+			s.Frontier.InList, s.Budget.Reached = 5, "max_pages"
+			return s
+		}, ok: true},
+		{name: "alone, budget spent, nothing crawled", self: func() node.Status {
+			s := st("a", false, 0)
+			s.Frontier.InList, s.Budget.Reached = 5, "max_duration"
+			return s
+		}},
 		{name: "cluster done, grace agreed", self: func() node.Status {
 			s := st("a", true, 10)
 			s.Members, s.DoneGraceS = members, 2

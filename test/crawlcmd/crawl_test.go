@@ -494,3 +494,23 @@ func TestCrawlVerbose(t *testing.T) {
 		}
 	}
 }
+
+// TestCrawlBudget: a crawl whose --max-pages is spent ends with status 0
+// and says so; the URLs left are counted.
+func TestCrawlBudget(t *testing.T) {
+	srv := startWeb(t, 6, 150)
+	data := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(testbin.Path(t), crawlArgs(srv, data, 5*time.Millisecond, "--max-pages", "10", "--workers", "1", "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if code := exitCode(t, cmd.Run()); code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
+	}
+	var sum summary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Result != "budget" || sum.PagesThisRun < 10 || sum.PagesThisRun > 11 || sum.Queued == 0 {
+		t.Errorf("summary %+v: want result budget, 10 pages (one more in flight at most), URLs left", sum)
+	}
+}
