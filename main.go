@@ -2,6 +2,7 @@
 // KSpider: a bbolt frontier, a prime-column bucket that gives each host one
 // connection and a polite pause, WARC output and Prometheus metrics.
 //
+//	phasecrawl crawl [flags] URL...  crawl sites to the end and exit
 //	phasecrawl run [flags]        start a node
 //	phasecrawl seed --node ADDR URL... | -f FILE
 //	phasecrawl status --node ADDR [--json]
@@ -33,6 +34,7 @@ import (
 const usage = `phasecrawl — a peer-to-peer polite web crawler (KSpider design)
 
 Usage:
+  phasecrawl crawl [flags] URL...        crawl these sites to the end, print a summary and exit (-f FILE, - for stdin)
   phasecrawl run [flags]                 start a node (phasecrawl run -h lists the flags)
   phasecrawl seed --node ADDR URL...     add seed URLs to a running node (-f FILE: one URL a line, - for stdin)
   phasecrawl status --node ADDR [--json] show a node's status
@@ -65,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		err = cmdRun(args[1:], stderr)
+	case "crawl":
+		return cmdCrawl(args[1:], os.Stdin, stdout, stderr)
 	case "seed":
 		err = cmdSeed(args[1:], stdout, stderr)
 	case "status":
@@ -128,5 +132,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.ExitWhenDone {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go watchDone(ctx, n, cfg.DoneGrace, log, cancel)
+	}
 	return n.Run(ctx)
 }

@@ -25,6 +25,10 @@ type Status struct {
 	// Budget is the crawl budget (max_pages, max_duration) and, once
 	// spent, why and when.
 	Budget BudgetStatus `json:"budget"`
+	// DoneGraceS is the node's done_grace in seconds when it runs with
+	// exit_when_done (0 otherwise): the members of a cluster wait the
+	// largest of theirs before they exit.
+	DoneGraceS float64 `json:"done_grace_s,omitempty"`
 }
 
 // FrontierStatus counts the frontier's URLs by state.

@@ -60,6 +60,16 @@ type Config struct {
 	// start: once it has passed the node starts no new request. Per node.
 	// Default 0 = unlimited, valid 0..8760h.
 	MaxDuration time.Duration `yaml:"max_duration"`
+	// ExitWhenDone makes the node exit (status 0) once its crawl is done:
+	// alone, once its frontier and bucket are empty; in a cluster, once
+	// every member is done and its outbox empty, unchanged for done_grace.
+	// A recurring crawl (recrawl.interval, a sites: revisit) is never
+	// done: the two together are an error. Default false.
+	ExitWhenDone bool `yaml:"exit_when_done"`
+	// DoneGrace is how long a crawl must stay done before exit_when_done
+	// ends it. The members of a cluster wait the largest done_grace among
+	// them. Default 5s, valid 1s..1h.
+	DoneGrace time.Duration `yaml:"done_grace"`
 
 	Scope      Scope      `yaml:"scope"`
 	Politeness Politeness `yaml:"politeness"`
@@ -97,6 +107,20 @@ type Recrawl struct {
 	// min_interval <= max_interval when both are set.
 	MinInterval time.Duration `yaml:"min_interval"`
 	MaxInterval time.Duration `yaml:"max_interval"`
+}
+
+// Recurring reports whether some page is fetched again (recrawl.interval,
+// or a sites: entry's revisit): such a crawl is never done.
+func (c Config) Recurring() bool {
+	if c.Recrawl.Interval > 0 {
+		return true
+	}
+	for _, s := range c.Sites {
+		if s.Revisit > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // RevisitFor returns the revisit interval of host (a host name, with or
@@ -515,6 +539,7 @@ func Default() Config {
 		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
 		Workers:         256,
 		ShutdownTimeout: 30 * time.Second,
+		DoneGrace:       5 * time.Second,
 		Scope: Scope{MaxPagesPerHost: 100000, Canonical: Canonical{StripParams: slices.Clone(defaultStripParams), SortQuery: true},
 			MaxSegmentRepeats: 2, MaxPathDepth: 20, MaxQueryParams: 16, MaxPatternDepth: 10, MaxQuerySets: 32, MaxHostsPerDomain: 1000},
 		Politeness: Politeness{Key: "host"},
@@ -599,6 +624,10 @@ func (c Config) Validate() error {
 	}
 	intRange("max_pages", c.MaxPages, 0, 1e12)
 	durRange("max_duration", c.MaxDuration, 0, 8760*time.Hour)
+	durRange("done_grace", c.DoneGrace, time.Second, time.Hour)
+	if c.ExitWhenDone && c.Recurring() {
+		bad("exit_when_done: a recurring crawl (recrawl.interval, --revisit, or a sites: revisit) is never done; drop --exit-when-done or --revisit")
+	}
 	intRange("scope.max_depth", int64(c.Scope.MaxDepth), 0, 10000)
 	intRange("scope.max_pages_per_host", int64(c.Scope.MaxPagesPerHost), 0, 1<<31-1)
 	intRange("scope.max_hosts_per_domain", int64(c.Scope.MaxHostsPerDomain), 0, 1000000)

@@ -134,7 +134,7 @@ func TestHardeningKeys(t *testing.T) {
 			if tc.yaml != "" {
 				args = append([]string{"--config", "c.yaml"}, args...)
 			}
-			c, err := load(args, env(tc.env), io.Discard, read)
+			c, err := load(args, env(tc.env), io.Discard, read, LoadOptions{})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to mention %q", err, tc.wantErr)
@@ -241,7 +241,7 @@ func FuzzLoad(f *testing.F) {
 			}
 			return nil, fs.ErrNotExist
 		}
-		c, err := load(args, env(envs), io.Discard, read)
+		c, err := load(args, env(envs), io.Discard, read, LoadOptions{})
 		if err == nil {
 			if verr := c.Validate(); verr != nil {
 				t.Fatalf("Load accepted a config that does not validate: %v", verr)

@@ -53,12 +53,37 @@ func (s commaList) Set(v string) error {
 // usually os.LookupEnv), in that order of precedence (later wins). It returns
 // flag.ErrHelp when args ask for help, after printing the usage to out.
 func Load(args []string, lookupEnv func(string) (string, bool), out io.Writer) (Config, error) {
-	return load(args, lookupEnv, out, os.ReadFile)
+	return load(args, lookupEnv, out, os.ReadFile, LoadOptions{})
 }
 
-// load is Load with the file reader replaced (fuzzing).
-func load(args []string, lookupEnv func(string) (string, bool), out io.Writer, readFile func(string) ([]byte, error)) (Config, error) {
+// LoadOptions let a command other than run reuse run's flags and sources
+// (LoadWith).
+type LoadOptions struct {
+	// Command names the flag set (default "run").
+	Command string
+	// Defaults, if set, changes the defaults before the file and flags.
+	Defaults func(*Config)
+	// Flags, if set, defines the command's own flags beside the node's.
+	Flags func(*flag.FlagSet)
+	// Args, if set, receives the arguments that are not flags (they may
+	// come between flags); nil: any such argument is an error.
+	Args *[]string
+	// Finish, if set, runs after the environment and before Validate.
+	Finish func(*Config) error
+}
+
+// LoadWith is Load for a command that takes the node's flags and more
+// (opts): phasecrawl crawl.
+func LoadWith(args []string, lookupEnv func(string) (string, bool), out io.Writer, opts LoadOptions) (Config, error) {
+	return load(args, lookupEnv, out, os.ReadFile, opts)
+}
+
+// load is LoadWith with the file reader replaced (fuzzing).
+func load(args []string, lookupEnv func(string) (string, bool), out io.Writer, readFile func(string) ([]byte, error), opts LoadOptions) (Config, error) {
 	cfg := Default()
+	if opts.Defaults != nil {
+		opts.Defaults(&cfg)
+	}
 	if path := configPath(args); path != "" {
 		data, err := readFile(path)
 		if err != nil {
@@ -68,17 +93,41 @@ func load(args []string, lookupEnv func(string) (string, bool), out io.Writer, r
 			return cfg, err
 		}
 	}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	name := opts.Command
+	if name == "" {
+		name = "run"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	BindFlags(fs, &cfg)
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
+	if opts.Flags != nil {
+		opts.Flags(fs)
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("config: unexpected argument %q (flags start with --)", fs.Arg(0))
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return cfg, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if opts.Args == nil {
+			return cfg, fmt.Errorf("config: unexpected argument %q (flags start with --)", fs.Arg(0))
+		}
+		if len(rest) > fs.NArg() && rest[len(rest)-fs.NArg()-1] == "--" {
+			*opts.Args = append(*opts.Args, fs.Args()...) // after --: no more flags
+			break
+		}
+		*opts.Args = append(*opts.Args, fs.Arg(0))
+		rest = fs.Args()[1:]
 	}
 	if err := ApplyEnv(&cfg, lookupEnv); err != nil {
 		return cfg, err
+	}
+	if opts.Finish != nil {
+		if err := opts.Finish(&cfg); err != nil {
+			return cfg, err
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
@@ -133,6 +182,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.DurationVar(&cfg.Cluster.PhaseDuration, "phase-duration", cfg.Cluster.PhaseDuration, "length of one phase epoch")
 	fs.Var(&cfg.Bandwidth.Limit, "bandwidth", "download budget of this node in `BYTES_PER_S`: bytes per second, or with KB, MB, KiB, MiB (0 = unlimited)")
 	fs.StringVar(&cfg.Bandwidth.Policy, "bandwidth-policy", cfg.Bandwidth.Policy, "how the budget is shared: maxt (sites finish together) or sumt (least sum of completion times)")
+	fs.BoolVar(&cfg.ExitWhenDone, "exit-when-done", cfg.ExitWhenDone, "exit once the crawl is done (in a cluster: every member done, for done_grace); not with --revisit")
 	fs.Var(stringList{&cfg.Cluster.NTP}, "ntp", "NTP server host[:port] for the cluster clock (repeatable; default: the local clock)")
 }
 

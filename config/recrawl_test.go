@@ -18,7 +18,7 @@ sites:
     revisit: 10m
 `
 	read := func(string) ([]byte, error) { return []byte(file), nil }
-	cfg, err := load([]string{"--config", "c.yaml"}, nil, nil, read)
+	cfg, err := load([]string{"--config", "c.yaml"}, nil, nil, read, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ sites:
 			t.Errorf("RevisitFor(%q) = %s, want %s", tc.host, got, tc.want)
 		}
 	}
-	cfg, err = load([]string{"--config", "c.yaml", "--revisit", "90s"}, nil, nil, read)
+	cfg, err = load([]string{"--config", "c.yaml", "--revisit", "90s"}, nil, nil, read, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

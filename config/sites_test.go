@@ -41,7 +41,7 @@ sites:
   - match: "*.example.org"
     revisit: 24h
 `
-	cfg, err := load([]string{"--config", "c.yaml"}, nil, nil, func(string) ([]byte, error) { return []byte(file), nil })
+	cfg, err := load([]string{"--config", "c.yaml"}, nil, nil, func(string) ([]byte, error) { return []byte(file), nil }, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestBandwidthSettings(t *testing.T) {
 			args = append([]string{"--config", "c.yaml"}, args...)
 			read = file(tc.yaml)
 		}
-		cfg, err := load(args, env(tc.env), io.Discard, read)
+		cfg, err := load(args, env(tc.env), io.Discard, read, LoadOptions{})
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err = %v, want one naming %s", tc.name, err, tc.err)

@@ -66,6 +66,9 @@ func (n *Node) Status() Status {
 		Paused:       n.ctl.paused.Load(),
 		Budget:       n.ctl.status(),
 	}
+	if n.cfg.ExitWhenDone {
+		st.DoneGraceS = n.cfg.DoneGrace.Seconds()
+	}
 	n.clusterStatus(&st)
 	return st
 }

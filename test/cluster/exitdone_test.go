@@ -1,0 +1,78 @@
+package cluster_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/test/harness"
+	"github.com/phasecrawl/phasecrawl/test/synthweb"
+)
+
+// TestProcExitWhenDone: three members run with --exit-when-done and
+// crawl a small web; every one exits with status 0 once the whole
+// cluster's crawl is done, none before the last page: the web serves no
+// request after the first member exited, and serves every reachable page
+// exactly once.
+func TestProcExitWhenDone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster crawl in -short mode")
+	}
+	wc := synthweb.DefaultConfig()
+	wc.Hosts, wc.Pages, wc.TrapHosts = 40, 1500, 0
+	web, webAddr, exp := startWeb(t, wc)
+	c := newProcCluster(t, web, webAddr)
+	c.delay = 20 * time.Millisecond
+	c.extra = []string{"--exit-when-done"}
+	c.env = []string{"PHASECRAWL_DONE_GRACE=2s"}
+	ps := startCluster(t, c, 3)
+	// The members wait for their seeds (a cluster that fetched nothing is
+	// not done): none exits before them.
+	time.Sleep(3 * time.Second)
+	for _, p := range ps {
+		if !p.running() {
+			t.Fatalf("%s exited before any seed: %v\n%s", p.name, p.exitErr, p.tail(10))
+		}
+	}
+	if err := ps[1].postSeeds(web.Seeds()); err != nil {
+		t.Fatal(err)
+	}
+	var atFirstExit int64 = -1
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		exited := 0
+		for _, p := range ps {
+			if !p.running() {
+				exited++
+			}
+		}
+		if exited > 0 && atFirstExit < 0 {
+			rep, err := harness.WebReport(webAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			atFirstExit = rep.Requests
+		}
+		if exited == len(ps) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d members exited within 3 minutes", exited, len(ps))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range ps {
+		if p.exitErr != nil {
+			t.Errorf("%s: exit %v, want status 0\n%s", p.name, p.exitErr, p.tail(10))
+		}
+		if len(p.logRecords("crawl done: exiting (exit_when_done)")) != 1 {
+			t.Errorf("%s did not log that the crawl was done", p.name)
+		}
+	}
+	rep := checkCrawl(t, webAddr, exp, c.delay, 1, 0, ps)
+	if rep.Requests != atFirstExit {
+		t.Errorf("the web served %d requests after the first member exited (%d at its exit, %d in all)", rep.Requests-atFirstExit, atFirstExit, rep.Requests)
+	}
+	if len(rep.URLs) != exp.Fetches {
+		t.Errorf("%d pages fetched, want %d", len(rep.URLs), exp.Fetches)
+	}
+}
