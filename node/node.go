@@ -82,6 +82,7 @@ type Node struct {
 	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
 	hard      *hardening      // redirect chain lengths (hardening.go)
 	ctl       *control        // pause, resume and the crawl budget (control.go)
+	disk      *diskGuard      // pauses the node while its data directory is short of space (storage.go)
 	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
 	started time.Time
@@ -281,6 +282,11 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.front.SetBeforeCommit(n.out.flush)
 	n.takeCluster(cl)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	n.disk = newDiskGuard(n)
+	n.out.failed = func(what string) { n.storageFailed(what, nil) }
+	if err := n.m.Registry.Register(n.disk.free); err != nil {
+		return nil, fmt.Errorf("node: storage metrics: %w", err)
+	}
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
 	}, func() float64 { return float64(n.backoff.parkedAt(time.Now())) }))
@@ -389,6 +395,12 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		n.retryLane(ctx)
+	}()
+	n.disk.check() // a node started on a full disk starts paused
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.disk.run(ctx)
 	}()
 	if n.bwOn {
 		wg.Add(1)

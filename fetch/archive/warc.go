@@ -121,6 +121,7 @@ type WARCWriter struct {
 	index    []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
 	timer    flushTimer // flushes FlushDelay after pending became non-empty
 	flushErr error      // error of a flush by the timer, returned by the next Flush
+	ticket   *Ticket    // the ticket of pending (nil: nothing pending)
 	serial   int        // serial of the next/current file
 	infoID   string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
 	files    []string
@@ -199,16 +200,25 @@ func (w *WARCWriter) WriteExchange(target string, ip string, date time.Time, req
 
 // Write is WriteExchange with all options.
 func (w *WARCWriter) Write(x Exchange) error {
+	_, err := w.WriteTicket(x)
+	return err
+}
+
+// WriteTicket is Write that also returns the ticket of the buffered records
+// (Ticket): it tells, once the buffer has been written, whether they reached
+// the file. On an error the ticket is nil and nothing was buffered, or the
+// ticket is lost.
+func (w *WARCWriter) WriteTicket(x Exchange) (*Ticket, error) {
 	if x.Date.IsZero() {
 		x.Date = time.Now()
 	}
 	reqID, err := newRecordID()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	respID, err := newRecordID()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	date := warcDate(x.Date)
 	target := oneLine(x.Target)
@@ -236,7 +246,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		closed, infoID := w.closed, w.infoID
 		w.mu.Unlock()
 		if closed {
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		buf := recordBufs.Get().(*bytes.Buffer)
 		buf.Reset()
@@ -258,7 +268,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		)
 		if err := w.appendRecord(buf, fields, reqDigest, [2][]byte{x.Request}, w.cfg.StoreRequests); err != nil {
 			putRecordBuf(buf)
-			return err
+			return nil, err
 		}
 		respType := "response"
 		if x.Revisit != nil {
@@ -295,14 +305,14 @@ func (w *WARCWriter) Write(x Exchange) error {
 		}
 		if err := w.appendRecord(buf, fields, respDigest, resp, x.Stored); err != nil {
 			putRecordBuf(buf)
-			return err
+			return nil, err
 		}
 
 		w.mu.Lock()
 		if w.closed {
 			w.mu.Unlock()
 			putRecordBuf(buf)
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		if w.infoID != infoID { // rotated meanwhile: rebuild for the new file
 			w.mu.Unlock()
@@ -313,15 +323,19 @@ func (w *WARCWriter) Write(x Exchange) error {
 			if err := w.openLocked(); err != nil {
 				w.mu.Unlock()
 				putRecordBuf(buf)
-				return err
+				return nil, err
 			}
 		}
 		entry.offset, entry.length = w.size+int64(reqLen), int64(buf.Len()-reqLen)
 		w.index = append(w.index, entry)
+		if w.ticket == nil {
+			w.ticket = new(Ticket)
+		}
+		tk := w.ticket
 		err := w.writeLocked(buf.Bytes())
 		w.mu.Unlock()
 		putRecordBuf(buf)
-		return err
+		return tk, err
 	}
 }
 
@@ -385,6 +399,10 @@ func (w *WARCWriter) flushLocked() error {
 		return nil
 	}
 	n, err := w.f.Write(w.pending)
+	if w.ticket != nil {
+		w.ticket.settle(err)
+		w.ticket = nil
+	}
 	if err != nil {
 		werr := fmt.Errorf("archive: write %s: %w (%d buffered bytes lost)", w.openPath, err, len(w.pending))
 		w.pending, w.size = w.pending[:0], w.written
