@@ -50,6 +50,7 @@ type CrawlLog struct {
 	ticket  *Ticket    // the ticket of pending (nil: nothing pending)
 	flushed error      // error of a flush by the timer, returned by the next Flush
 	before  func()     // SetBeforeFlush
+	fault   Fault      // SetFault
 }
 
 // SetBeforeFlush makes fn run before every write of buffered lines to the
@@ -62,6 +63,14 @@ func (l *CrawlLog) SetBeforeFlush(fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.before = fn
+}
+
+// SetFault makes fn fail the writes of buffered lines it returns an error
+// for (nil: none fails); for tests.
+func (l *CrawlLog) SetFault(fn Fault) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fault = fn
 }
 
 // CrawlLogBufferSize is how many buffered bytes make Write flush on its own.
@@ -179,7 +188,7 @@ func (l *CrawlLog) flushLocked() error {
 	if l.before != nil {
 		l.before()
 	}
-	n, err := l.f.Write(l.pending)
+	n, err := faultWrite(l.fault, l.f, l.pending)
 	lost := len(l.pending)
 	l.pending = l.pending[:0]
 	if cap(l.pending) > 4*CrawlLogBufferSize {

@@ -40,3 +40,18 @@ func (t *Ticket) settle(err error) {
 		t.state.Store(ticketWritten)
 	}
 }
+
+// Fault, when set (SetFault), is asked before each write(2) of a buffer: an
+// error it returns fails the write as the file system would (fault
+// injection, for tests of what depends on the archive's write errors).
+type Fault func() error
+
+// faultWrite writes b to f, unless fault fails the write first.
+func faultWrite(fault Fault, f interface{ Write([]byte) (int, error) }, b []byte) (int, error) {
+	if fault != nil {
+		if err := fault(); err != nil {
+			return 0, err
+		}
+	}
+	return f.Write(b)
+}

@@ -122,6 +122,7 @@ type WARCWriter struct {
 	timer    flushTimer // flushes FlushDelay after pending became non-empty
 	flushErr error      // error of a flush by the timer, returned by the next Flush
 	ticket   *Ticket    // the ticket of pending (nil: nothing pending)
+	fault    Fault      // SetFault
 	serial   int        // serial of the next/current file
 	infoID   string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
 	files    []string
@@ -398,7 +399,7 @@ func (w *WARCWriter) flushLocked() error {
 	if w.f == nil || len(w.pending) == 0 {
 		return nil
 	}
-	n, err := w.f.Write(w.pending)
+	n, err := faultWrite(w.fault, w.f, w.pending)
 	if w.ticket != nil {
 		w.ticket.settle(err)
 		w.ticket = nil
@@ -540,6 +541,14 @@ func (w *WARCWriter) abandonLocked() {
 	if id, err := newRecordID(); err == nil {
 		w.infoID = id
 	}
+}
+
+// SetFault makes fn fail the writes of buffered records it returns an
+// error for (nil: none fails); for tests.
+func (w *WARCWriter) SetFault(fn Fault) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fault = fn
 }
 
 // Rotate closes the current file (if any); the next write starts a new one.
