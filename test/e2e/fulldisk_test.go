@@ -49,7 +49,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages, wc.MaxSitePages = 40, 1200, 100
-	wc.MinBody, wc.MaxBody = 16 << 10, 32 << 10
+	wc.MinBody, wc.MaxBody = 16<<10, 32<<10
 	wc.GzipHosts, wc.SlowHosts, wc.CrawlDelayHosts, wc.TrapHosts = 0, 0, 0, 0
 	srv := startWeb(t, wc)
 	dir := t.TempDir()
