@@ -31,7 +31,7 @@ type Metrics struct {
 	HostBackoffs   *prometheus.CounterVec // {reason}: rate_limited, unavailable, server_errors
 	DeadLane       *prometheus.CounterVec // {lane}: host trips served, by lane (live, inactive)
 	AdaptiveCuts   prometheus.Counter
-	StorageErrors  *prometheus.CounterVec // {what}: warc, crawl_log, frontier, outbox
+	StorageErrors  *prometheus.CounterVec // {what}: warc, crawl_log, frontier, outbox, cdxj
 
 	// Recurring crawls.
 	PagesUnchanged prometheus.Counter
@@ -116,9 +116,9 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a host's adaptive timeout (fetch.adaptive_timeouts); each URL goes back to the queue for the dead-link lane.",
 	})
 	m.StorageErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "phasecrawl_storage_errors_total", Help: "Writes to the data directory that failed (a full disk...), by what was written: warc, crawl_log, frontier, outbox. A fetched page whose records were not written is fetched again.",
+		Name: "phasecrawl_storage_errors_total", Help: "Writes to the data directory that failed (a full disk...), by what was written: warc, crawl_log, frontier, outbox, cdxj. A fetched page whose records were not written is fetched again.",
 	}, []string{"what"})
-	for _, what := range []string{storeWARC, storeCrawlLog, storeFrontier, storeOutbox} {
+	for _, what := range []string{storeWARC, storeCrawlLog, storeFrontier, storeOutbox, storeCDXJ} {
 		m.StorageErrors.WithLabelValues(what)
 	}
 	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts, m.StorageErrors)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -105,6 +106,32 @@ func openOutput(cfg config.Config, log *slog.Logger) (*output, error) {
 // not build the records.
 func (o *output) archiving() bool { return o.warc != nil }
 
+// warcFailed reports an error of the WARC writer: its records (warc), or
+// only the index of a finished file (cdxj; the records are in the file).
+func (o *output) warcFailed(err error) {
+	if errors.Is(err, archive.ErrIndex) {
+		o.fail(storeCDXJ, err)
+		if !onlyIndex(err) {
+			o.fail(storeWARC, err)
+		}
+		return
+	}
+	o.fail(storeWARC, err)
+}
+
+// onlyIndex reports whether every error joined in err is an index error.
+func onlyIndex(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && !onlyIndex(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, archive.ErrIndex)
+}
+
 // writeWARC archives one exchange (buffered; see flush) and returns the
 // ticket of its records (nil when WARC output is off). A page's records
 // are written before its crawl-log line.
@@ -114,7 +141,7 @@ func (o *output) writeWARC(x archive.Exchange) *archive.Ticket {
 	}
 	tk, err := o.warc.WriteTicket(x)
 	if err != nil {
-		o.fail(storeWARC, err)
+		o.warcFailed(err)
 		if tk == nil {
 			tk = archive.LostTicket()
 		}
@@ -149,7 +176,7 @@ func (o *output) flush() {
 func (o *output) flushWARC() {
 	if o.warc != nil {
 		if err := o.warc.Flush(); err != nil {
-			o.fail(storeWARC, err)
+			o.warcFailed(err)
 		}
 	}
 }

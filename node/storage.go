@@ -20,6 +20,7 @@ const (
 	storeCrawlLog = "crawl_log"
 	storeFrontier = "frontier"
 	storeOutbox   = "outbox"
+	storeCDXJ     = "cdxj"
 )
 
 // diskGuard pauses the node while its data directory's file system has

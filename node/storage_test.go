@@ -145,8 +145,8 @@ func TestDiskGuard(t *testing.T) {
 		t.Fatalf("not running after both resumed: %+v", n.Status())
 	}
 	metrics := testutil.CollectAndCount(n.m.Registry, "phasecrawl_storage_paused", "phasecrawl_storage_free_bytes", "phasecrawl_storage_errors_total")
-	if metrics != 6 { // paused, free, errors by what (4)
-		t.Fatalf("%d storage series, want 6", metrics)
+	if metrics != 7 { // paused, free, errors by what (5)
+		t.Fatalf("%d storage series, want 7", metrics)
 	}
 	// A share: 5% of 1000 MiB is 50 MiB.
 	n.cfg.Storage.MinFree = "5%"

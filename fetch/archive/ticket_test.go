@@ -129,3 +129,48 @@ func TestCrawlLogTickets(t *testing.T) {
 		t.Fatalf("lines in the log: %s, want 0,3 (1 and 2 lost)", got)
 	}
 }
+
+// TestWARCIndexRetried: a CDXJ index that cannot be written when its file
+// is finished (a full disk) is an ErrIndex error, the records stay in the
+// file, and the index is written from them when the next file finishes.
+func TestWARCIndexRetried(t *testing.T) {
+	dir := t.TempDir()
+	c := DefaultWARCConfig(dir)
+	c.Prefix, c.FlushDelay = "test", time.Minute
+	w, err := NewWARCWriter(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(i int) {
+		t.Helper()
+		target, req, resp := testExchange(i, 500)
+		if _, err := w.WriteTicket(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0)
+	first := strings.TrimSuffix(w.openPath, OpenSuffix)
+	// A directory where the index's temporary file goes: it cannot be created.
+	block := first + CDXJSuffix + ".tmp"
+	if err := os.Mkdir(block, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Rotate(); !errors.Is(err, ErrIndex) {
+		t.Fatalf("rotate with the index blocked: %v, want ErrIndex", err)
+	}
+	if _, err := os.Stat(first + CDXJSuffix); !os.IsNotExist(err) {
+		t.Fatalf("index of the first file: %v, want none yet", err)
+	}
+	if err := os.Remove(block); err != nil {
+		t.Fatal(err)
+	}
+	write(1)
+	if err := w.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for _, f := range w.Files() {
+		if lines, err := CheckCDXJ(f); err != nil || lines != 1 {
+			t.Errorf("%s: index of %d lines: %v, want 1", f, lines, err)
+		}
+	}
+}

@@ -109,23 +109,24 @@ type WARCWriter struct {
 	pool       sync.Pool // *gzip.Writer at cfg.CompressionLevel
 	storedPool sync.Pool // *gzip.Writer at gzip.NoCompression (Exchange.Stored)
 
-	mu       sync.Mutex
-	closed   bool
-	f        *os.File
-	openPath string     // path of f (with OpenSuffix)
-	size     int64      // bytes in f, the buffered ones included
-	written  int64      // bytes written to f (the file ends at a record boundary there)
-	started  int64      // f's write-out was started up to here (writeBehind)
-	dropped  int64      // f's cached pages were dropped up to here (writeBehind)
-	pending  []byte     // records not written to f yet
-	index    []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
-	timer    flushTimer // flushes FlushDelay after pending became non-empty
-	flushErr error      // error of a flush by the timer, returned by the next Flush
-	ticket   *Ticket    // the ticket of pending (nil: nothing pending)
-	fault    Fault      // SetFault
-	serial   int        // serial of the next/current file
-	infoID   string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
-	files    []string
+	mu        sync.Mutex
+	closed    bool
+	f         *os.File
+	openPath  string     // path of f (with OpenSuffix)
+	size      int64      // bytes in f, the buffered ones included
+	written   int64      // bytes written to f (the file ends at a record boundary there)
+	started   int64      // f's write-out was started up to here (writeBehind)
+	dropped   int64      // f's cached pages were dropped up to here (writeBehind)
+	pending   []byte     // records not written to f yet
+	index     []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
+	timer     flushTimer // flushes FlushDelay after pending became non-empty
+	flushErr  error      // error of a flush by the timer, returned by the next Flush
+	ticket    *Ticket    // the ticket of pending (nil: nothing pending)
+	fault     Fault      // SetFault
+	unindexed []string   // finished files whose CDXJ index could not be written (reindexLocked)
+	serial    int        // serial of the next/current file
+	infoID    string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
+	files     []string
 }
 
 // ErrClosed is returned by writes after Close.
@@ -527,11 +528,37 @@ func (w *WARCWriter) finishLocked() error {
 		return fmt.Errorf("archive: rename %s: %w", path, err)
 	}
 	syncDir(w.cfg.Dir)
+	// The files whose index could not be written before (a full disk) are
+	// indexed from their records now.
+	ferr = errors.Join(ferr, w.reindexLocked())
 	if ierr != nil {
-		ferr = errors.Join(ferr, ierr)
+		ferr = errors.Join(ferr, fmt.Errorf("%w: %w", ErrIndex, ierr))
+		w.unindexed = append(w.unindexed, final)
 	}
 	w.files = append(w.files, final)
 	return ferr // the file was cut back to its last whole record: it is finished all the same
+}
+
+// ErrIndex is wrapped by the errors of a CDXJ index that could not be
+// written when its WARC file was finished. The records are in the file;
+// the writer indexes it again from them when it finishes its next file
+// (and `phasecrawl cdxj` or Recover can at any time).
+var ErrIndex = errors.New("archive: CDXJ index not written")
+
+// reindexLocked writes the index of the files whose index could not be
+// written when they were finished; those that fail again wait for the
+// next try.
+func (w *WARCWriter) reindexLocked() error {
+	var errs []error
+	left := w.unindexed[:0]
+	for _, f := range w.unindexed {
+		if err := IndexWARC(f); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrIndex, err))
+			left = append(left, f)
+		}
+	}
+	w.unindexed = left
+	return errors.Join(errs...)
 }
 
 // abandonLocked closes the current file without renaming it (Recover repairs it later).
