@@ -181,6 +181,20 @@ func (o *output) flushWARC() {
 	}
 }
 
+// written reports whether the records and lines of these tickets (nil
+// ones ignored) were all written, flushing first when one is still
+// buffered.
+func (o *output) written(tickets []*archive.Ticket) bool {
+	for _, t := range tickets {
+		if t != nil && !t.Written() && !t.Lost() {
+			o.flush()
+			break
+		}
+	}
+	d := durable(tickets)
+	return d == nil || d()
+}
+
 // durable returns the frontier.Result.Durable of a page whose records and
 // line have these tickets (nil ones ignored): whether all were written.
 // Nil when there is none.
