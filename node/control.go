@@ -117,6 +117,11 @@ func (c *control) setDiskPaused(p bool, free, min uint64) {
 	if c.diskPaused.Swap(p) == p {
 		return
 	}
+	if h := c.n.storageHold; h != nil {
+		// In a cluster the member's phase goes idle, as a fenced
+		// member's: it lends nothing and gives back what is lent to it.
+		h.SetStorageHold(p)
+	}
 	if p {
 		c.n.log.Warn("paused: the data directory is short of free space (storage.min_free); no new request starts until it is back above min_free plus a quarter",
 			"dir", c.n.cfg.Data, "free_bytes", free, "min_free_bytes", min)

@@ -79,11 +79,14 @@ type Node struct {
 	backoff       *backoffs  // per-host server back-off (backoff.go)
 	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
 
-	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
-	hard      *hardening      // redirect chain lengths (hardening.go)
-	ctl       *control        // pause, resume and the crawl budget (control.go)
-	disk      *diskGuard      // pauses the node while its data directory is short of space (storage.go)
-	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
+	seedHosts *hostSet   // scope when no allow_hosts/allow_domains: the seeds' hosts
+	hard      *hardening // redirect chain lengths (hardening.go)
+	ctl       *control   // pause, resume and the crawl budget (control.go)
+	disk      *diskGuard // pauses the node while its data directory is short of space (storage.go)
+	// storageHold is the cluster's phase clock when it can hold this
+	// member off its phase while the disk guard pauses it (nil alone).
+	storageHold storageHolder
+	dns         *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
 	started time.Time
 	pages   atomic.Int64
@@ -224,6 +227,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.deadlines, n.closer = cl.Deadlines, cl.Closer
 		if cl.Phases != nil {
 			n.phases = cl.Phases
+			n.storageHold, _ = cl.Phases.(storageHolder)
 		}
 	}
 	n.ctl = newControl(n)

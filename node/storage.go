@@ -23,6 +23,11 @@ const (
 	storeCDXJ     = "cdxj"
 )
 
+// storageHolder is a cluster phase clock that holds this member off its
+// phase, as a fenced member, while it is short of disk space
+// (cluster.Schedule.SetStorageHold).
+type storageHolder interface{ SetStorageHold(on bool) }
+
 // diskGuard pauses the node while its data directory's file system has
 // less than storage.min_free free: the node's gate (control.open) is then
 // closed, as for an operator pause but apart from it, so neither undoes

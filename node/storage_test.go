@@ -98,6 +98,8 @@ func TestDiskGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer n.closeResources()
+	hold := &fakeHold{}
+	n.storageHold = hold // a cluster's phase clock: the member is held off its phase too
 	const mib = 1 << 20
 	var free, total uint64 = 500 * mib, 1000 * mib
 	n.disk.statf = func(string) (uint64, uint64, error) { return free, total, nil }
@@ -115,8 +117,8 @@ func TestDiskGuard(t *testing.T) {
 	for i, s := range steps {
 		free = s.free
 		n.disk.check()
-		if got := n.DiskPaused(); got != s.paused {
-			t.Fatalf("step %d (free %d MiB): disk paused %v, want %v", i, s.free/mib, got, s.paused)
+		if got := n.DiskPaused(); got != s.paused || hold.on != s.paused {
+			t.Fatalf("step %d (free %d MiB): disk paused %v (cluster hold %v), want %v", i, s.free/mib, got, hold.on, s.paused)
 		}
 		if got := testutil.ToFloat64(n.disk.free); got != float64(s.free) {
 			t.Fatalf("step %d: phasecrawl_storage_free_bytes %v, want %d", i, got, s.free)
@@ -163,3 +165,8 @@ func TestDiskGuard(t *testing.T) {
 		t.Fatal("paused with storage.min_free 0")
 	}
 }
+
+// fakeHold records SetStorageHold.
+type fakeHold struct{ on bool }
+
+func (h *fakeHold) SetStorageHold(on bool) { h.on = on }
