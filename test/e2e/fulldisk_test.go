@@ -2,39 +2,16 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	gowarc "github.com/nlnwa/gowarc/v3"
-
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
-
-// mountTmpfs mounts a tmpfs of size (mount's size= syntax) on dir, unmounted
-// at the test's end; remount changes its size.
-func mountTmpfs(t *testing.T, dir, size string) (remount func(size string)) {
-	t.Helper()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount a tmpfs of %s on %s: %v: %s", size, dir, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return func(size string) {
-		t.Helper()
-		if out, err := exec.Command("mount", "-o", "remount,size="+size, dir).CombinedOutput(); err != nil {
-			t.Fatalf("remount %s with size %s: %v: %s", dir, size, err, out)
-		}
-	}
-}
 
 // TestFullDisk crawls a web whose WARC files need more room than the data
 // directory's file system has (a small tmpfs): the node pauses before the
@@ -44,19 +21,16 @@ func mountTmpfs(t *testing.T, dir, size string) (remount func(size string)) {
 // files, and every page the frontier holds as fetched has its record and
 // its crawl-log line. Needs root (mount); CI runs as root.
 func TestFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs (CI runs as root)")
-	}
 	wc := synthweb.DefaultConfig()
 	wc.Hosts, wc.Pages, wc.MaxSitePages = 40, 1200, 100
 	wc.MinBody, wc.MaxBody = 16<<10, 32<<10
 	wc.GzipHosts, wc.SlowHosts, wc.CrawlDelayHosts, wc.TrapHosts = 0, 0, 0, 0
 	srv := startWeb(t, wc)
 	dir := t.TempDir()
-	remount := mountTmpfs(t, dir, "8m")
+	remount := harness.MountTmpfs(t, dir, "8m") // skips when not root
 	cfg := srv.NodeConfig("disk", dir, 2*time.Millisecond)
 	cfg.Storage.MinFree = "256KiB" // small: the disk fills between two reads of the free space, and writes fail
-	cfg.WARC.MaxSize = 2 << 20 // several files: rotation under a full disk too
+	cfg.WARC.MaxSize = 2 << 20     // several files: rotation under a full disk too
 	exp := srv.Web.Expected(srv.Scope(cfg.UserAgent))
 
 	n, stop := runNode(t, cfg)
@@ -114,7 +88,10 @@ func TestFullDisk(t *testing.T) {
 			}
 		}
 	}
-	archived := warcResponses(t, filepath.Join(cfg.Data, "warc"))
+	archived, err := harness.WARCResponses(filepath.Join(cfg.Data, "warc"))
+	if err != nil || len(archived) == 0 {
+		t.Fatalf("WARC files: %d pages, %v", len(archived), err)
+	}
 	lost := 0
 	for u := range served {
 		if archived[u] == 0 {
@@ -166,37 +143,6 @@ func TestFullDisk(t *testing.T) {
 	}
 	t.Logf("pages served 200: %d; with no WARC record: %d (lost); frontier completed %d, unrecorded %d; archived twice: %d; %s",
 		len(served), lost, completed, unrecorded, twice, storageErrs)
-}
-
-// warcResponses counts the 200 response records of the WARC files in dir
-// by target URI (robots.txt excluded).
-func warcResponses(t *testing.T, dir string) map[string]int {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
-	if len(files) == 0 {
-		t.Fatal("no WARC file written")
-	}
-	out := map[string]int{}
-	for _, f := range files {
-		r, err := gowarc.NewWarcFileReader(f, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rec, err := range r.Records() {
-			if err != nil {
-				t.Fatalf("%s: record at %d: %v", f, rec.Offset, err)
-			}
-			w := rec.WarcRecord
-			if w.Type() == gowarc.Response && !strings.HasSuffix(w.WarcHeader().Get(gowarc.WarcTargetURI), "/robots.txt") {
-				if b, ok := w.Block().(gowarc.HttpResponseBlock); ok && b.HttpStatusCode() == 200 {
-					out[w.WarcHeader().Get(gowarc.WarcTargetURI)]++
-				}
-			}
-			rec.Close()
-		}
-		r.Close()
-	}
-	return out
 }
 
 // metricLines returns the lines of a /metrics text that start with name.
