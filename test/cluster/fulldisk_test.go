@@ -88,9 +88,9 @@ func TestProcFullDiskMember(t *testing.T) {
 		}
 	}
 	// Pages fetched twice are allowed, none missing: a member short of
-	// space fetches again the pages whose records it lost, and the pages
-	// other members fetched for it (lent) whose outcome it could not
-	// record are fetched again once their lend expires; robots.txt too.
+	// space fetches again the pages whose records it lost, and its pause
+	// and resume cost others some too (926 of 28,048 measured); robots.txt
+	// may be fetched twice.
 	rep := checkCrawl(t, webAddr, exp, c.delay, 2, exp.Fetches/10, ps)
 	archived := map[string]int{}
 	for _, p := range ps {
