@@ -383,8 +383,8 @@ func (w *WARCWriter) timedFlush() {
 }
 
 // Flush writes the buffered records to the file (one write(2)). On a write error the
-// buffered records are lost, the file is cut back to its last whole record, and the error
-// names the file; an error of a flush made by the timer since the last Flush is returned
+// buffered records are lost (their Ticket says so), the file is cut back to its last whole
+// record, and the error names the file; an error of a flush made by the timer since the last Flush is returned
 // here. Flush after Close returns nil.
 func (w *WARCWriter) Flush() error {
 	w.mu.Lock()
