@@ -20,8 +20,13 @@ type Status struct {
 	Done         bool           `json:"done"`
 	// ErrorsByKind counts the fetch errors by kind (phasecrawl_fetch_errors_total).
 	ErrorsByKind map[string]int64 `json:"errors_by_kind"`
-	// Paused is true between POST /v1/pause and POST /v1/resume.
+	// Paused is true while the node starts no new request because it is
+	// paused: between POST /v1/pause and POST /v1/resume, or while its data
+	// directory is short of free space (storage.min_free).
 	Paused bool `json:"paused"`
+	// PausedReason says why (comma-separated when both): "operator" or
+	// "disk"; empty when the node is not paused.
+	PausedReason string `json:"paused_reason,omitempty"`
 	// Budget is the crawl budget (max_pages, max_duration) and, once
 	// spent, why and when.
 	Budget BudgetStatus `json:"budget"`

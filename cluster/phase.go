@@ -188,13 +188,21 @@ type Schedule struct {
 	hold  atomic.Bool
 	fence atomic.Int64 // cluster epoch before which this node stays off its phase (Fence)
 
-	quorumLost atomic.Bool // SetQuorumLost
+	quorumLost  atomic.Bool // SetQuorumLost
+	storageHold atomic.Bool // SetStorageHold
 }
 
 // SetQuorumLost holds this node off its phase (Active reports closed) while
 // on is true: the cluster layer sets it while the node does not see a
 // majority of the member view it agreed on (see quorum.go).
 func (s *Schedule) SetQuorumLost(on bool) { s.quorumLost.Store(on) }
+
+// SetStorageHold holds this node off its phase (Active reports closed,
+// the status's phase -1) while on is true: the node sets it while its data
+// directory is short of free space (storage.min_free). As a fenced member,
+// the node then fetches nothing, lends nothing and gives back at once what
+// other members lend it; its records stay where they are.
+func (s *Schedule) SetStorageHold(on bool) { s.storageHold.Store(on) }
 
 // Fence keeps this node off its phase (Active reports closed) until the
 // start of the epoch `epochs` after the current one. The cluster layer calls
@@ -380,7 +388,7 @@ func (s *Schedule) stateAt(cnow time.Time, u time.Duration) PhaseState {
 		st.Phase = phaseAt(r, e, n)
 		st.Open = cnow.Before(st.GuardStart)
 	}
-	if s.hold.Load() || e < s.fence.Load() || s.quorumLost.Load() {
+	if s.hold.Load() || e < s.fence.Load() || s.quorumLost.Load() || s.storageHold.Load() {
 		st.Held, st.Open = true, false
 	}
 	return st

@@ -156,6 +156,15 @@ func TestScheduleQuorumLost(t *testing.T) {
 	if _, _, open := s.Active(now); !open {
 		t.Fatal("closed after the quorum is back")
 	}
+	// A node short of disk space is held off its phase the same way.
+	s.SetStorageHold(true)
+	if st := s.At(now); !st.Held || st.Open || current(st) != -1 {
+		t.Fatalf("storage hold: %+v, want held and closed", st)
+	}
+	s.SetStorageHold(false)
+	if _, _, open := s.Active(now); !open {
+		t.Fatal("closed after the storage hold ended")
+	}
 }
 
 // TestScheduleNames: a member declared dead stays in the schedule (its

@@ -78,6 +78,7 @@ type Config struct {
 	Frontier   Frontier   `yaml:"frontier"`
 	Bucket     Bucket     `yaml:"bucket"`
 	WARC       WARC       `yaml:"warc"`
+	Storage    Storage    `yaml:"storage"`
 	Log        Log        `yaml:"log"`
 	DNS        DNS        `yaml:"dns"`
 	Cluster    Cluster    `yaml:"cluster"`
@@ -477,6 +478,35 @@ type Bucket struct {
 	MaxQueueWait time.Duration `yaml:"max_queue_wait"`
 }
 
+// Storage guards the data directory's file system.
+type Storage struct {
+	// MinFree is the free space the data directory's file system keeps:
+	// below it the node starts no new request (requests in flight finish
+	// and are written), and it resumes by itself once the free space is
+	// back above MinFree plus a quarter of it. Bytes ("512MiB", "2GB",
+	// "1073741824") or a share of the file system ("5%"); "0" turns the
+	// guard off. Default "128MiB"; bytes valid 0..1PiB, a share 0..50%.
+	MinFree string `yaml:"min_free"`
+}
+
+// MinFreeBytes is storage.min_free in bytes on a file system of total
+// bytes (a share is taken of total).
+func (s Storage) MinFreeBytes(total uint64) (uint64, error) {
+	t := strings.TrimSpace(s.MinFree)
+	if p, ok := strings.CutSuffix(t, "%"); ok {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || v < 0 || v > 50 {
+			return 0, fmt.Errorf("storage.min_free=%q: a share must be in 0%%..50%%", s.MinFree)
+		}
+		return uint64(float64(total) * v / 100), nil
+	}
+	v, err := ParseByteRate(t)
+	if err != nil || strings.HasSuffix(t, "/s") || v > 1<<50 {
+		return 0, fmt.Errorf("storage.min_free=%q: must be bytes (such as 512MiB, 2GB; 0..1PiB) or a share of the file system (such as 5%%)", s.MinFree)
+	}
+	return uint64(v), nil
+}
+
 // WARC configures the archive output.
 type WARC struct {
 	// Enabled writes request and response records to WARC files under <data>/warc. Default true.
@@ -572,6 +602,7 @@ func Default() Config {
 		Frontier:  Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
 		Bucket:    Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
 		WARC:      WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
+		Storage:   Storage{MinFree: "128MiB"},
 		Log:       Log{Level: "info", Format: "text"},
 		DNS:       DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},
 		Bandwidth: Bandwidth{Policy: "maxt"},
@@ -623,6 +654,9 @@ func (c Config) Validate() error {
 		bad("user_agent: must not be empty")
 	}
 	intRange("max_pages", c.MaxPages, 0, 1e12)
+	if _, err := c.Storage.MinFreeBytes(1 << 40); err != nil {
+		bad("%s", err.Error())
+	}
 	durRange("max_duration", c.MaxDuration, 0, 8760*time.Hour)
 	durRange("done_grace", c.DoneGrace, time.Second, time.Hour)
 	if c.ExitWhenDone && c.Recurring() {

@@ -171,6 +171,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&cfg.Log.Format, "log-format", cfg.Log.Format, "text or json")
 	fs.BoolVar(&cfg.WARC.Enabled, "warc", cfg.WARC.Enabled, "write WARC files")
 	fs.Int64Var(&cfg.Fetch.MaxInflightBytes, "max-inflight-bytes", cfg.Fetch.MaxInflightBytes, "body bytes held in memory by all workers at once; past it bodies wait or spool to disk (0 = unbounded)")
+	fs.StringVar(&cfg.Storage.MinFree, "min-free", cfg.Storage.MinFree, "free space the data directory keeps: below it the node starts no new request until it is back (bytes such as 512MiB, or a share such as 5%; 0 = off)")
 	fs.StringVar(&cfg.Fetch.Parser, "parser", cfg.Fetch.Parser, "link extractor: fast or goquery")
 	fs.BoolVar(&cfg.Fetch.Requisites, "requisites", cfg.Fetch.Requisites, "also fetch page requisites: style sheets, scripts, images, fonts, media")
 	fs.StringVar(&cfg.Fetch.Sitemaps, "sitemaps", cfg.Fetch.Sitemaps, "sitemaps read: robots (robots.txt Sitemap: lines), all (and /sitemap.xml of every host) or off")

@@ -49,3 +49,59 @@ func TestOpsKeys(t *testing.T) {
 		t.Fatalf("DNSServerAddr = %q, %v", got, err)
 	}
 }
+
+// TestStorageMinFree: storage.min_free reads bytes with units or a share of
+// the file system, from the file, the flag and the environment, and a bad
+// value names the key and its range.
+func TestStorageMinFree(t *testing.T) {
+	const total = 1000 << 20
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		err  string
+	}{
+		{"512MiB", 512 << 20, ""},
+		{"2GB", 2e9, ""},
+		{"1048576", 1 << 20, ""},
+		{"0", 0, ""},
+		{"5%", 50 << 20, ""},
+		{" 10 % ", 100 << 20, ""},
+		{"51%", 0, "storage.min_free=\"51%\": a share must be in 0%..50%"},
+		{"-1", 0, "must be bytes (such as 512MiB, 2GB; 0..1PiB) or a share"},
+		{"2PiB", 0, "must be bytes"},
+		{"lots", 0, "must be bytes"},
+		{"1MB/s", 0, "must be bytes"},
+	} {
+		got, err := Storage{MinFree: tc.in}.MinFreeBytes(total)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %d, %v; want an error with %q", tc.in, got, err, tc.err)
+			}
+			c := Default()
+			c.Storage.MinFree = tc.in
+			if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "storage.min_free") {
+				t.Errorf("%q: Validate = %v, want an error naming storage.min_free", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	if d := Default().Storage.MinFree; d != "128MiB" {
+		t.Errorf("default storage.min_free %q, want 128MiB", d)
+	}
+	c, err := Load([]string{"--min-free", "5%"}, func(k string) (string, bool) { return "", false }, io.Discard)
+	if err != nil || c.Storage.MinFree != "5%" {
+		t.Fatalf("--min-free 5%%: %q, %v", c.Storage.MinFree, err)
+	}
+	c, err = Load(nil, func(k string) (string, bool) {
+		if k == "PHASECRAWL_STORAGE_MIN_FREE" {
+			return "1GiB", true
+		}
+		return "", false
+	}, io.Discard)
+	if err != nil || c.Storage.MinFree != "1GiB" {
+		t.Fatalf("PHASECRAWL_STORAGE_MIN_FREE=1GiB: %q, %v", c.Storage.MinFree, err)
+	}
+}

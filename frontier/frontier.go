@@ -84,6 +84,7 @@ type Frontier struct {
 	cerr   error
 
 	beforeCommit atomic.Pointer[func()] // SetBeforeCommit
+	undurable    atomic.Int64           // results put back to IN_LIST (Result.Durable), for Undurable
 	dueFilter    atomic.Pointer[DueFilter]
 	revisits     atomic.Int64 // mirror of the persisted mRevisits
 
@@ -112,6 +113,10 @@ func (f *Frontier) SetBeforeCommit(fn func()) {
 	}
 	f.beforeCommit.Store(&fn)
 }
+
+// Undurable returns how many fetch results have been put back to IN_LIST
+// since Open because their Result.Durable said their records were lost.
+func (f *Frontier) Undurable() int64 { return f.undurable.Load() }
 
 // Open opens or creates the frontier at opts.Path. It checks the file is a
 // phasecrawl frontier (a foreign or corrupt file is an error, never a panic),

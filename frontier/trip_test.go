@@ -198,3 +198,46 @@ func TestSettleTake(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleNotDurable: a result whose Durable says no, asked after the
+// before-commit hook, puts its URL back to IN_LIST at its queue position
+// with no try counted; a durable one completes; Undurable counts them.
+func TestSettleNotDurable(t *testing.T) {
+	f := open(t, nil)
+	us := gen("d", 1, 3)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := RefOf(us[0].URL), RefOf(us[1].URL), RefOf(us[2].URL)
+	if err := f.MarkInProgress(ctx, []Ref{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	written := false // set by the hook: Durable must be asked after it
+	f.SetBeforeCommit(func() { written = true })
+	lost := func() bool { return false }
+	kept := func() bool { return written }
+	if _, err := f.Settle(ctx, SettleRequest{Results: []Result{
+		{FP: a.FP, Host: a.Host, State: Completed, Status: 200, Durable: lost},
+		{FP: b.FP, Host: b.Host, State: Stalled, Durable: lost},
+		{FP: c.FP, Host: c.Host, State: Completed, Status: 200, Durable: kept},
+	}}).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for u, st := range map[string]State{us[0].URL: InList, us[1].URL: InList, us[2].URL: Completed} {
+		if r := mustGet(t, f, u); r.State != st {
+			t.Errorf("%s: state %s, want %s", u, r.State, st)
+		}
+	}
+	if r := mustGet(t, f, us[0].URL); r.Tries != 0 || r.Status != 0 {
+		t.Errorf("a lost fetch was counted: tries %d, status %d", r.Tries, r.Status)
+	}
+	if got := f.Counts(); got != (Counts{InList: 2, Completed: 1}) {
+		t.Fatalf("counts %+v", got)
+	}
+	if got := urlsOf(scanAll(t, f, 0, 0)); len(got) != 2 || got[0] != us[0].URL || got[1] != us[1].URL {
+		t.Fatalf("queue %v, want [%s %s] (their original positions)", got, us[0].URL, us[1].URL)
+	}
+	if n := f.Undurable(); n != 2 {
+		t.Fatalf("Undurable = %d, want 2", n)
+	}
+}

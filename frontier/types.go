@@ -138,6 +138,14 @@ type Result struct {
 	// the server asked to be called back later (429, or 503 with
 	// Retry-After), or no request was sent. Tries is left as it was.
 	Free bool
+	// Durable, when not nil, is asked in the write transaction, after the
+	// before-commit hook (SetBeforeCommit), whether what the fetch wrote
+	// elsewhere (its WARC records, its crawl-log line) reached its files.
+	// False puts the URL back to IN_LIST at its queue position, untried,
+	// as Requeue does: a page whose records a write error lost is fetched
+	// again, never recorded as fetched. It must be quick and must not call
+	// the Frontier.
+	Durable func() bool
 }
 
 // Counts is how many URLs are in each state.

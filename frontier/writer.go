@@ -437,6 +437,10 @@ func (f *Frontier) commit(ops []*op) {
 		if st.ignored > 0 {
 			f.log.Debug("ignored stale state transitions", "count", st.ignored)
 		}
+		if st.undurable > 0 {
+			f.undurable.Add(int64(st.undurable))
+			f.log.Warn("fetched URLs back to the queue: their records were not written", "count", st.undurable)
+		}
 	} else {
 		err = fmt.Errorf("frontier: commit: %w", err)
 		f.log.Error("write transaction failed", "ops", len(live), "error", err)
@@ -471,6 +475,7 @@ type txState struct {
 	slab                                      slab
 	scratch                                   []byte
 	ignored                                   int
+	undurable                                 int // results put back to IN_LIST: Result.Durable said no
 }
 
 func (f *Frontier) newTxState(now time.Time) *txState {
@@ -493,7 +498,7 @@ func (st *txState) begin(tx *bolt.Tx) {
 	// Start from the committed state: commit runs its function once (DB.Update,
 	// never DB.Batch, which may run it twice), and a failed transaction
 	// leaves nothing behind.
-	st.seq, st.cnt, st.ignored, st.revisits = st.f.seq, st.f.wcnt, 0, st.f.wrevisits
+	st.seq, st.cnt, st.ignored, st.revisits, st.undurable = st.f.seq, st.f.wcnt, 0, st.f.wrevisits, 0
 	st.hostCache = make(map[string]*HostStats)
 }
 
@@ -738,6 +743,14 @@ func (st *txState) finish(rs []Result) (int, error) {
 		}
 		if !ok || s.State != InProgress {
 			st.ignored++
+			continue
+		}
+		if r.Durable != nil && !r.Durable() {
+			// Its records were lost (a full disk): fetched again later.
+			if err := st.toList(&s); err != nil {
+				return 0, err
+			}
+			st.undurable++
 			continue
 		}
 		if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {

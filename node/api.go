@@ -63,7 +63,8 @@ func (n *Node) Status() Status {
 		UptimeS:      time.Since(n.started).Seconds(),
 		Done:         n.Done(),
 		ErrorsByKind: n.errorsByKind(),
-		Paused:       n.ctl.paused.Load(),
+		Paused:       n.ctl.paused.Load() || n.ctl.diskPaused.Load(),
+		PausedReason: n.ctl.pausedReason(),
 		Budget:       n.ctl.status(),
 	}
 	if n.cfg.ExitWhenDone {

@@ -256,6 +256,7 @@ type pendingGuest struct {
 	out     frontier.LentOutcome
 	foreign []frontier.NewURL
 	entry   archive.LogEntry
+	tickets []*archive.Ticket // of its WARC records: the outcome is reported once they are written
 	added   int
 	done    chan struct{}
 }
@@ -278,8 +279,8 @@ const guestsInFlight = 8
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
 	t.reapGuests(guestsInFlight - 1)
-	found := t.found
-	t.found = nil
+	found, tickets := t.found, t.tickets
+	t.found, t.tickets = nil, nil
 	if res.FP == 0 || n.lender == nil {
 		n.giveBack(n.guests.release([]uint64{it.FP}))
 		return
@@ -287,7 +288,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 	res.Delay = t.delay
 	local, foreign := n.lender.SplitLinks(found)
 	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res},
-		foreign: foreign, entry: entry, done: make(chan struct{})}
+		foreign: foreign, entry: entry, tickets: tickets, done: make(chan struct{})}
 	if len(local) > 0 {
 		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
@@ -339,6 +340,14 @@ func (n *Node) recordGuest(g *pendingGuest) {
 		}
 		g.added = k
 	}
+	// Reported to its owner only once its records and line are written:
+	// else the owner would record as fetched a page this node's WARC
+	// files lack.
+	if !n.out.written(append(g.tickets, n.out.writeLog(g.entry))) {
+		n.log.Warn("a lent page's records were not written (its owner will have it fetched again)", "url", g.out.URL)
+		n.guests.release([]uint64{fp})
+		return
+	}
 	if err := n.lender.ReportLent(n.persistCtx, g.out, g.foreign); err != nil {
 		n.log.Error("report a lent page to its owner (it will have it fetched again)", "error", err, "url", g.out.URL)
 		n.guests.release([]uint64{fp}) // not given back: the mark's expiry covers a report that may have been filed
@@ -346,5 +355,4 @@ func (n *Node) recordGuest(g *pendingGuest) {
 	}
 	n.guests.done(fp, time.Now())
 	n.m.GuestsFetched.Inc()
-	n.out.writeLog(g.entry)
 }

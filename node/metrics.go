@@ -31,6 +31,7 @@ type Metrics struct {
 	HostBackoffs   *prometheus.CounterVec // {reason}: rate_limited, unavailable, server_errors
 	DeadLane       *prometheus.CounterVec // {lane}: host trips served, by lane (live, inactive)
 	AdaptiveCuts   prometheus.Counter
+	StorageErrors  *prometheus.CounterVec // {what}: warc, crawl_log, frontier, outbox, cdxj
 
 	// Recurring crawls.
 	PagesUnchanged prometheus.Counter
@@ -114,7 +115,13 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 	m.AdaptiveCuts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a derived timeout: a host's adaptive timeout (fetch.adaptive_timeouts) or a first contact's connect timeout (fetch.adaptive_connect); each URL goes back to the queue untried.",
 	})
-	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts)
+	m.StorageErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "phasecrawl_storage_errors_total", Help: "Writes to the data directory that failed (a full disk...), by what was written: warc, crawl_log, frontier, outbox, cdxj. A fetched page whose records were not written is fetched again.",
+	}, []string{"what"})
+	for _, what := range []string{storeWARC, storeCrawlLog, storeFrontier, storeOutbox, storeCDXJ} {
+		m.StorageErrors.WithLabelValues(what)
+	}
+	r.MustRegister(m.HostBackoffs, m.DeadLane, m.AdaptiveCuts, m.StorageErrors)
 	r.MustRegister(m.PagesFetched, m.FetchErrors, m.BytesFetched, m.FetchDuration, m.RobotsDenied, m.Sitemaps, m.CanonicalPages,
 		m.URLsDiscovered, m.URLsNew, m.URLsTaken, m.URLsRefilled, m.GuestsReceived, m.GuestsFetched, m.StalledRetries, m.Truncated, m.OutOfScope,
 		newStateCollector("phasecrawl_frontier_urls", "URLs in the frontier, by state.", frontierStates),

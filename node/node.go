@@ -81,14 +81,18 @@ type Node struct {
 	backoff       *backoffs  // per-host server back-off (backoff.go)
 	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
 
-	seedHosts *hostSet        // scope when no allow_hosts/allow_domains: the seeds' hosts
-	unit      frontier.Unit   // politeness.key: the unit a host's phase is hashed from (nil: the host)
-	gates     *unitGates      // politeness.key domain: one request at a time per unit on this node (nil: host)
-	hostCap   *fetch.HostCap  // scope.max_hosts_per_domain
-	capLog    sync.Once       // the first refusal by hostCap is logged
-	hard      *hardening      // redirect chain lengths (hardening.go)
-	ctl       *control        // pause, resume and the crawl budget (control.go)
-	dns       *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
+	seedHosts *hostSet       // scope when no allow_hosts/allow_domains: the seeds' hosts
+	unit      frontier.Unit  // politeness.key: the unit a host's phase is hashed from (nil: the host)
+	gates     *unitGates     // politeness.key domain: one request at a time per unit on this node (nil: host)
+	hostCap   *fetch.HostCap // scope.max_hosts_per_domain
+	capLog    sync.Once      // the first refusal by hostCap is logged
+	hard      *hardening     // redirect chain lengths (hardening.go)
+	ctl       *control       // pause, resume and the crawl budget (control.go)
+	disk      *diskGuard     // pauses the node while its data directory is short of space (storage.go)
+	// storageHold is the cluster's phase clock when it can hold this
+	// member off its phase while the disk guard pauses it (nil alone).
+	storageHold storageHolder
+	dns         *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
 
 	started time.Time
 	pages   atomic.Int64
@@ -248,6 +252,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		n.deadlines, n.closer = cl.Deadlines, cl.Closer
 		if cl.Phases != nil {
 			n.phases = cl.Phases
+			n.storageHold, _ = cl.Phases.(storageHolder)
 		}
 	}
 	n.ctl = newControl(n)
@@ -323,6 +328,11 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	n.out.onLog = n.rep.logged
 	n.takeCluster(cl)
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
+	n.disk = newDiskGuard(n)
+	n.out.failed = func(what string) { n.storageFailed(what, nil) }
+	if err := n.m.Registry.Register(n.disk.free); err != nil {
+		return nil, fmt.Errorf("node: storage metrics: %w", err)
+	}
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
 	}, func() float64 { return float64(n.backoff.parkedAt(time.Now())) }))
@@ -434,6 +444,12 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		n.retryLane(ctx)
+	}()
+	n.disk.check() // a node started on a full disk starts paused
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.disk.run(ctx)
 	}()
 	if n.bwOn {
 		wg.Add(1)

@@ -2,10 +2,12 @@ package node
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
@@ -28,7 +30,14 @@ const crawlLogName = "crawl.log"
 //     files, and a page whose records were lost in a buffer is not
 //     recorded, so it is fetched again;
 //   - close writes what is buffered, finishes the WARC file (indexed,
-//     renamed from .open) and syncs the crawl log.
+//     renamed from .open) and syncs the crawl log;
+//   - a write error (a full disk) loses what was buffered: writeWARC and
+//     writeLog return the archive.Ticket of each page's records and line,
+//     and the page's frontier result asks them at commit, after flush
+//     (frontier.Result.Durable): a page whose records or line were lost
+//     goes back to the queue, untried, and is fetched again. Each error is
+//     counted (phasecrawl_storage_errors_total) and has the disk guard
+//     read the free space at once.
 //
 // The WARC files an earlier process left open are repaired when the output
 // opens; crashed returns them, for recoverArchived.
@@ -39,6 +48,17 @@ type output struct {
 	logPath string
 	crash   []string
 	onLog   func(archive.LogEntry) // called with each line written (the node's reports)
+	// failed is told of each write error, by what failed (storeWARC,
+	// storeCrawlLog); set before the node runs.
+	failed func(what string)
+}
+
+// fail reports a write error of what.
+func (o *output) fail(what string, err error) {
+	o.log.Error("write "+what, "error", err)
+	if o.failed != nil {
+		o.failed(what)
+	}
 }
 
 // openOutput opens the outputs in cfg.Data: it repairs the WARC files a
@@ -87,34 +107,71 @@ func openOutput(cfg config.Config, log *slog.Logger) (*output, error) {
 // not build the records.
 func (o *output) archiving() bool { return o.warc != nil }
 
-// writeWARC archives one exchange (buffered; see flush). A page's records
-// are written before its crawl-log line.
-func (o *output) writeWARC(x archive.Exchange) {
-	if o.warc == nil {
+// warcFailed reports an error of the WARC writer: its records (warc), or
+// only the index of a finished file (cdxj; the records are in the file).
+func (o *output) warcFailed(err error) {
+	if errors.Is(err, archive.ErrIndex) {
+		o.fail(storeCDXJ, err)
+		if !onlyIndex(err) {
+			o.fail(storeWARC, err)
+		}
 		return
 	}
-	if err := o.warc.Write(x); err != nil {
-		o.log.Error("WARC write", "error", err)
-	}
+	o.fail(storeWARC, err)
 }
 
-// writeLog appends one crawl-log line (buffered; see flush).
-func (o *output) writeLog(e archive.LogEntry) {
-	if err := o.clog.Write(e); err != nil {
-		o.log.Error("crawl log", "error", err)
+// onlyIndex reports whether every error joined in err is an index error.
+func onlyIndex(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if e != nil && !onlyIndex(e) {
+				return false
+			}
+		}
+		return true
 	}
-	if o.onLog != nil {
+	return errors.Is(err, archive.ErrIndex)
+}
+
+// writeWARC archives one exchange (buffered; see flush) and returns the
+// ticket of its records (nil when WARC output is off). A page's records
+// are written before its crawl-log line.
+func (o *output) writeWARC(x archive.Exchange) *archive.Ticket {
+	if o.warc == nil {
+		return nil
+	}
+	tk, err := o.warc.WriteTicket(x)
+	if err != nil {
+		o.warcFailed(err)
+		if tk == nil {
+			tk = archive.LostTicket()
+		}
+	}
+	return tk
+}
+
+// writeLog appends one crawl-log line (buffered; see flush) and returns
+// its ticket.
+func (o *output) writeLog(e archive.LogEntry) *archive.Ticket {
+	tk, err := o.clog.WriteTicket(e)
+	if err != nil {
+		o.fail(storeCrawlLog, err)
+		if tk == nil {
+			tk = archive.LostTicket()
+		}
+	} else if o.onLog != nil {
 		o.onLog(e)
 	}
+	return tk
 }
 
 // flush writes the buffered WARC records, then the buffered crawl-log
 // lines, to their files, where a kill -9 cannot take them. The frontier
-// calls it before each commit.
+// calls it before each commit: every ticket given before is settled then.
 func (o *output) flush() {
 	o.flushWARC()
 	if err := o.clog.Flush(); err != nil {
-		o.log.Error("crawl log", "error", err)
+		o.fail(storeCrawlLog, err)
 	}
 }
 
@@ -122,8 +179,40 @@ func (o *output) flush() {
 func (o *output) flushWARC() {
 	if o.warc != nil {
 		if err := o.warc.Flush(); err != nil {
-			o.log.Error("WARC write", "error", err)
+			o.warcFailed(err)
 		}
+	}
+}
+
+// written reports whether the records and lines of these tickets (nil
+// ones ignored) were all written, flushing first when one is still
+// buffered.
+func (o *output) written(tickets []*archive.Ticket) bool {
+	for _, t := range tickets {
+		if t != nil && !t.Written() && !t.Lost() {
+			o.flush()
+			break
+		}
+	}
+	d := durable(tickets)
+	return d == nil || d()
+}
+
+// durable returns the frontier.Result.Durable of a page whose records and
+// line have these tickets (nil ones ignored): whether all were written.
+// Nil when there is none.
+func durable(tickets []*archive.Ticket) func() bool {
+	tickets = slices.DeleteFunc(tickets, func(t *archive.Ticket) bool { return t == nil })
+	if len(tickets) == 0 {
+		return nil
+	}
+	return func() bool {
+		for _, t := range tickets {
+			if !t.Written() {
+				return false
+			}
+		}
+		return true
 	}
 }
 

@@ -124,7 +124,7 @@ func (t *hostTrip) archiveAs(resp *fetch.Response, page *frontier.PageState, rv 
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
 	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Date: date, Request: resp.RequestDump, Response: head, Body: resp.RawBody,
 		Truncated: resp.Truncated, Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType), Revisit: rv}
-	t.n.out.writeWARC(x)
+	t.tickets = append(t.tickets, t.n.out.writeWARC(x))
 }
 
 // releaseDue moves the URLs whose revisit is due to the queue, and

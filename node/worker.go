@@ -60,6 +60,11 @@ type hostTrip struct {
 	// page. Its page works share it, one at a time (joinPage).
 	sent map[uint64]struct{}
 
+	// tickets are the tickets of the WARC records written since the last
+	// page was kept: that page's result is durable once they and its log
+	// line's are written (keep, output.durable).
+	tickets []*archive.Ticket
+
 	requests int           // requests sent (robots.txt included)
 	slowed   time.Duration // politeness.delay_factor times the last response time (capped)
 	unitKey  string        // the host's politeness unit with politeness.key domain
@@ -81,7 +86,8 @@ type hostTrip struct {
 type settling struct {
 	p    *frontier.Pending
 	done []frontier.NewURL
-	room int // URLs of this host the write may take for the trip
+	room int      // URLs of this host the write may take for the trip
+	fps  []uint64 // the URLs of its results: requeued by commit should the write fail
 }
 
 // work fetches one dispatched element. fetchCtx bounds the requests
@@ -656,7 +662,7 @@ func (t *hostTrip) startPage(w *pageWork) {
 		// (its next fetch may be waiting for that share).
 		w.resp.Release()
 		n := t.n
-		n.out.writeLog(w.entry)
+		w.res.Durable = durable(append(w.sub.tickets, n.out.writeLog(w.entry)))
 		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
 		if err != nil {
 			n.log.Error("route discovered URLs", "error", err, "urls", len(w.sub.found))
@@ -683,6 +689,7 @@ func (t *hostTrip) joinPage() {
 	t.page = nil
 	if w.done == nil { // handled at once (startPage): recorded like any page
 		w.resp.Release()
+		t.tickets = append(t.tickets, w.sub.tickets...)
 		t.found = append(t.found, w.sub.found...)
 		t.keep(w.it, w.res, w.entry, true)
 		return
@@ -697,7 +704,7 @@ func (t *hostTrip) joinPage() {
 		t.done = append(t.done, w.sub.done...)
 		return
 	}
-	t.settling = append(t.settling, settling{p: w.p, done: w.sub.done, room: w.room})
+	t.settling = append(t.settling, settling{p: w.p, done: w.sub.done, room: w.room, fps: []uint64{w.res.FP}})
 	t.list.wrote()
 	t.poll()
 }
@@ -755,10 +762,11 @@ func (t *hostTrip) keep(it bucket.Item, res frontier.Result, entry archive.LogEn
 	}
 	n := t.n
 	t.prepare(it, &res)
-	t.results = append(t.results, res)
 	if log {
-		n.out.writeLog(entry)
+		t.tickets = append(t.tickets, n.out.writeLog(entry))
 	}
+	res.Durable, t.tickets = durable(t.tickets), nil
+	t.results = append(t.results, res)
 	t.settlePage()
 }
 
@@ -938,8 +946,8 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 		return
 	}
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
-	t.n.out.writeWARC(archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: head, Body: resp.RawBody, Truncated: resp.Truncated,
-		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)})
+	t.tickets = append(t.tickets, t.n.out.writeWARC(archive.Exchange{Target: resp.URL, IP: resp.IP, Request: resp.RequestDump, Response: head, Body: resp.RawBody, Truncated: resp.Truncated,
+		Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType)}))
 }
 
 // settlePage records the page just finished (the last of t.results) with
@@ -963,7 +971,7 @@ func (t *hostTrip) settlePage() {
 	room := t.list.takingRoom(t.down == "" && !t.failed)
 	t.list.reserved += room
 	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: &frontier.Take{Host: t.host, Room: room}})
-	t.settling = append(t.settling, settling{p: p, done: t.done, room: room})
+	t.settling = append(t.settling, settling{p: p, done: t.done, room: room, fps: []uint64{res[0].FP}})
 	t.list.wrote()
 	t.results, t.found, t.done = nil, nil, nil // owned by the write now
 	t.poll()
@@ -1068,8 +1076,14 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 		t.n.m.URLsTaken.Inc()
 	}
 	if err != nil {
-		// The page stays IN_PROGRESS; on restart it is fetched again and its links found again.
+		// The page stays IN_PROGRESS: commit puts it back to the queue,
+		// to be fetched again, links and all (after a restart if commit
+		// fails too).
 		t.n.log.Error("record fetched page", "error", err)
+		t.n.storageFailed(storeFrontier, err)
+		if t.n.persistCtx.Err() == nil {
+			t.requeue = append(t.requeue, s.fps...)
+		}
 		return
 	}
 	t.added += added
@@ -1111,16 +1125,32 @@ func (t *hostTrip) commit() {
 	}
 	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
-	local, err := n.split.RouteForeign(ctx, t.unsent(t.found))
-	if err != nil {
-		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
-		return
+	// A write that fails (a full disk) is tried again for a while: the
+	// disk guard pauses the node meanwhile, and space may come back.
+	found := t.unsent(t.found)
+	var local []frontier.NewURL
+	var err error
+	for try := 0; ; try++ {
+		if local, err = n.split.RouteForeign(ctx, found); err == nil {
+			break
+		}
+		n.log.Error("route discovered URLs", "error", err, "urls", len(found), "try", try+1)
+		n.storageFailed(storeOutbox, err)
+		if !n.retryWrite(ctx, try, err) {
+			return
+		}
 	}
-	k, err := n.front.Settle(ctx, frontier.SettleRequest{Found: local, Results: t.results, Requeue: t.refs(t.requeue)}).Wait()
-	if err != nil {
-		// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
-		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results))
-		return
+	var k int
+	for try := 0; ; try++ {
+		if k, err = n.front.Settle(ctx, frontier.SettleRequest{Found: local, Results: t.results, Requeue: t.refs(t.requeue)}).Wait(); err == nil {
+			break
+		}
+		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results), "try", try+1)
+		n.storageFailed(storeFrontier, err)
+		if !n.retryWrite(ctx, try, err) {
+			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
+			return
+		}
 	}
 	t.replicate(t.done)
 	added += k

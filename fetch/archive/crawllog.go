@@ -36,7 +36,9 @@ type LogEntry struct {
 // written, when CrawlLogBufferSize bytes are buffered, and at Close; once written they survive
 // a kill -9 of the process (only a power loss can tear the last line). The node flushes before
 // each frontier commit, so a line whose URL the frontier has recorded survives a kill -9 as
-// the record does. Safe for concurrent use.
+// the record does. A write error (a full disk) loses the buffered lines (their Ticket says so)
+// and cuts a partly written line off the file; later lines are written when the disk allows.
+// Safe for concurrent use.
 type CrawlLog struct {
 	path    string
 	delay   time.Duration // CrawlLogFlushDelay (tests change it)
@@ -44,8 +46,11 @@ type CrawlLog struct {
 	f       *os.File
 	pending []byte     // lines not written yet
 	timer   flushTimer // flushes delay after pending became non-empty
-	err     error      // first write error, returned by later calls
+	size    int64      // bytes in the file (a failed write is cut back to it)
+	ticket  *Ticket    // the ticket of pending (nil: nothing pending)
+	flushed error      // error of a flush by the timer, returned by the next Flush
 	before  func()     // SetBeforeFlush
+	fault   Fault      // SetFault
 }
 
 // SetBeforeFlush makes fn run before every write of buffered lines to the
@@ -58,6 +63,14 @@ func (l *CrawlLog) SetBeforeFlush(fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.before = fn
+}
+
+// SetFault makes fn fail the writes of buffered lines it returns an error
+// for (nil: none fails); for tests.
+func (l *CrawlLog) SetFault(fn Fault) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fault = fn
 }
 
 // CrawlLogBufferSize is how many buffered bytes make Write flush on its own.
@@ -85,7 +98,12 @@ func OpenCrawlLog(path string) (*CrawlLog, error) {
 			return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
 		}
 	}
-	return &CrawlLog{path: path, f: f, delay: CrawlLogFlushDelay}, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("archive: crawl log %s: %w", path, err)
+	}
+	return &CrawlLog{path: path, f: f, size: fi.Size(), delay: CrawlLogFlushDelay}, nil
 }
 
 func endsTorn(path string) (bool, error) {
@@ -107,62 +125,93 @@ func endsTorn(path string) (bool, error) {
 
 // Write appends e as one JSON line (Time zero = now) to the buffer.
 func (l *CrawlLog) Write(e LogEntry) error {
+	_, err := l.WriteTicket(e)
+	return err
+}
+
+// WriteTicket is Write that also returns the line's Ticket: it tells, once
+// the buffer has been written, whether the line reached the file. On an
+// error the ticket is nil and nothing was buffered, or the ticket is lost.
+func (l *CrawlLog) WriteTicket(e LogEntry) (*Ticket, error) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("archive: crawl log entry: %w", err)
+		return nil, fmt.Errorf("archive: crawl log entry: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
-		return ErrClosed
-	}
-	if l.err != nil {
-		return l.err
+		return nil, ErrClosed
 	}
 	l.pending = append(append(l.pending, b...), '\n')
+	if l.ticket == nil {
+		l.ticket = new(Ticket)
+	}
+	tk := l.ticket
 	if len(l.pending) >= CrawlLogBufferSize {
-		return l.flushLocked()
+		return tk, l.flushLocked()
 	}
 	l.timer.arm(l.delay, l.timedFlush)
-	return nil
+	return tk, nil
 }
 
-// timedFlush is the timer's flush; a write error is kept for later calls.
+// timedFlush is the timer's flush; its error waits for the next Flush.
 func (l *CrawlLog) timedFlush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.timer.fired()
-	_ = l.flushLocked()
+	if err := l.flushLocked(); err != nil && l.flushed == nil {
+		l.flushed = err
+	}
 }
 
-// Flush writes the buffered lines to the file; it returns the first write error, if any (the
-// log stops at it: a line that could not be written is not followed by later ones). Flush
+// Flush writes the buffered lines to the file. On a write error the buffered lines are
+// lost (their Ticket says so) and a partly written line is cut off the file; an error of a
+// flush made by the timer since the last Flush is returned here too. Flush
 // after Close returns nil.
 func (l *CrawlLog) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.flushLocked()
+	err := l.flushLocked()
+	if l.flushed != nil {
+		err, l.flushed = errors.Join(l.flushed, err), nil
+	}
+	return err
 }
 
 func (l *CrawlLog) flushLocked() error {
-	if l.f == nil { // closed
+	if l.f == nil || len(l.pending) == 0 { // closed, or nothing to write
 		return nil
-	}
-	if l.err != nil || len(l.pending) == 0 {
-		return l.err
 	}
 	if l.before != nil {
 		l.before()
 	}
-	_, err := l.f.Write(l.pending)
+	n, err := faultWrite(l.fault, l.f, l.pending)
+	lost := len(l.pending)
 	l.pending = l.pending[:0]
-	if err != nil {
-		l.err = fmt.Errorf("archive: write crawl log %s: %w", l.path, err)
+	if cap(l.pending) > 4*CrawlLogBufferSize {
+		l.pending = nil
 	}
-	return l.err
+	if l.ticket != nil {
+		l.ticket.settle(err)
+		l.ticket = nil
+	}
+	if err == nil {
+		l.size += int64(n)
+		return nil
+	}
+	err = fmt.Errorf("archive: write crawl log %s: %w (%d buffered bytes lost)", l.path, err, lost)
+	if n > 0 {
+		// Cut the partial line so the next one starts on a line of its own.
+		if terr := l.f.Truncate(l.size); terr != nil {
+			// It stays torn: start the next write on a new line.
+			l.size += int64(n)
+			l.pending = append(l.pending, '\n')
+		}
+	}
+	return err
 }
 
 // Close flushes, syncs and closes the file. Idempotent.

@@ -109,21 +109,24 @@ type WARCWriter struct {
 	pool       sync.Pool // *gzip.Writer at cfg.CompressionLevel
 	storedPool sync.Pool // *gzip.Writer at gzip.NoCompression (Exchange.Stored)
 
-	mu       sync.Mutex
-	closed   bool
-	f        *os.File
-	openPath string     // path of f (with OpenSuffix)
-	size     int64      // bytes in f, the buffered ones included
-	written  int64      // bytes written to f (the file ends at a record boundary there)
-	started  int64      // f's write-out was started up to here (writeBehind)
-	dropped  int64      // f's cached pages were dropped up to here (writeBehind)
-	pending  []byte     // records not written to f yet
-	index    []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
-	timer    flushTimer // flushes FlushDelay after pending became non-empty
-	flushErr error      // error of a flush by the timer, returned by the next Flush
-	serial   int        // serial of the next/current file
-	infoID   string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
-	files    []string
+	mu        sync.Mutex
+	closed    bool
+	f         *os.File
+	openPath  string     // path of f (with OpenSuffix)
+	size      int64      // bytes in f, the buffered ones included
+	written   int64      // bytes written to f (the file ends at a record boundary there)
+	started   int64      // f's write-out was started up to here (writeBehind)
+	dropped   int64      // f's cached pages were dropped up to here (writeBehind)
+	pending   []byte     // records not written to f yet
+	index     []cdxEntry // the response records of f, for its CDXJ index (writeCDXJ at finishLocked)
+	timer     flushTimer // flushes FlushDelay after pending became non-empty
+	flushErr  error      // error of a flush by the timer, returned by the next Flush
+	ticket    *Ticket    // the ticket of pending (nil: nothing pending)
+	fault     Fault      // SetFault
+	unindexed []string   // finished files whose CDXJ index could not be written (reindexLocked)
+	serial    int        // serial of the next/current file
+	infoID    string     // WARC-Record-ID of the current (or next, not yet opened) file's warcinfo
+	files     []string
 }
 
 // ErrClosed is returned by writes after Close.
@@ -199,16 +202,25 @@ func (w *WARCWriter) WriteExchange(target string, ip string, date time.Time, req
 
 // Write is WriteExchange with all options.
 func (w *WARCWriter) Write(x Exchange) error {
+	_, err := w.WriteTicket(x)
+	return err
+}
+
+// WriteTicket is Write that also returns the ticket of the buffered records
+// (Ticket): it tells, once the buffer has been written, whether they reached
+// the file. On an error the ticket is nil and nothing was buffered, or the
+// ticket is lost.
+func (w *WARCWriter) WriteTicket(x Exchange) (*Ticket, error) {
 	if x.Date.IsZero() {
 		x.Date = time.Now()
 	}
 	reqID, err := newRecordID()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	respID, err := newRecordID()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	date := warcDate(x.Date)
 	target := oneLine(x.Target)
@@ -236,7 +248,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		closed, infoID := w.closed, w.infoID
 		w.mu.Unlock()
 		if closed {
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		buf := recordBufs.Get().(*bytes.Buffer)
 		buf.Reset()
@@ -258,7 +270,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 		)
 		if err := w.appendRecord(buf, fields, reqDigest, [2][]byte{x.Request}, w.cfg.StoreRequests); err != nil {
 			putRecordBuf(buf)
-			return err
+			return nil, err
 		}
 		respType := "response"
 		if x.Revisit != nil {
@@ -295,14 +307,14 @@ func (w *WARCWriter) Write(x Exchange) error {
 		}
 		if err := w.appendRecord(buf, fields, respDigest, resp, x.Stored); err != nil {
 			putRecordBuf(buf)
-			return err
+			return nil, err
 		}
 
 		w.mu.Lock()
 		if w.closed {
 			w.mu.Unlock()
 			putRecordBuf(buf)
-			return ErrClosed
+			return nil, ErrClosed
 		}
 		if w.infoID != infoID { // rotated meanwhile: rebuild for the new file
 			w.mu.Unlock()
@@ -313,15 +325,19 @@ func (w *WARCWriter) Write(x Exchange) error {
 			if err := w.openLocked(); err != nil {
 				w.mu.Unlock()
 				putRecordBuf(buf)
-				return err
+				return nil, err
 			}
 		}
 		entry.offset, entry.length = w.size+int64(reqLen), int64(buf.Len()-reqLen)
 		w.index = append(w.index, entry)
+		if w.ticket == nil {
+			w.ticket = new(Ticket)
+		}
+		tk := w.ticket
 		err := w.writeLocked(buf.Bytes())
 		w.mu.Unlock()
 		putRecordBuf(buf)
-		return err
+		return tk, err
 	}
 }
 
@@ -367,8 +383,8 @@ func (w *WARCWriter) timedFlush() {
 }
 
 // Flush writes the buffered records to the file (one write(2)). On a write error the
-// buffered records are lost, the file is cut back to its last whole record, and the error
-// names the file; an error of a flush made by the timer since the last Flush is returned
+// buffered records are lost (their Ticket says so), the file is cut back to its last whole
+// record, and the error names the file; an error of a flush made by the timer since the last Flush is returned
 // here. Flush after Close returns nil.
 func (w *WARCWriter) Flush() error {
 	w.mu.Lock()
@@ -384,7 +400,11 @@ func (w *WARCWriter) flushLocked() error {
 	if w.f == nil || len(w.pending) == 0 {
 		return nil
 	}
-	n, err := w.f.Write(w.pending)
+	n, err := faultWrite(w.fault, w.f, w.pending)
+	if w.ticket != nil {
+		w.ticket.settle(err)
+		w.ticket = nil
+	}
 	if err != nil {
 		werr := fmt.Errorf("archive: write %s: %w (%d buffered bytes lost)", w.openPath, err, len(w.pending))
 		w.pending, w.size = w.pending[:0], w.written
@@ -508,11 +528,37 @@ func (w *WARCWriter) finishLocked() error {
 		return fmt.Errorf("archive: rename %s: %w", path, err)
 	}
 	syncDir(w.cfg.Dir)
+	// The files whose index could not be written before (a full disk) are
+	// indexed from their records now.
+	ferr = errors.Join(ferr, w.reindexLocked())
 	if ierr != nil {
-		ferr = errors.Join(ferr, ierr)
+		ferr = errors.Join(ferr, fmt.Errorf("%w: %w", ErrIndex, ierr))
+		w.unindexed = append(w.unindexed, final)
 	}
 	w.files = append(w.files, final)
 	return ferr // the file was cut back to its last whole record: it is finished all the same
+}
+
+// ErrIndex is wrapped by the errors of a CDXJ index that could not be
+// written when its WARC file was finished. The records are in the file;
+// the writer indexes it again from them when it finishes its next file
+// (and `phasecrawl cdxj` or Recover can at any time).
+var ErrIndex = errors.New("archive: CDXJ index not written")
+
+// reindexLocked writes the index of the files whose index could not be
+// written when they were finished; those that fail again wait for the
+// next try.
+func (w *WARCWriter) reindexLocked() error {
+	var errs []error
+	left := w.unindexed[:0]
+	for _, f := range w.unindexed {
+		if err := IndexWARC(f); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrIndex, err))
+			left = append(left, f)
+		}
+	}
+	w.unindexed = left
+	return errors.Join(errs...)
 }
 
 // abandonLocked closes the current file without renaming it (Recover repairs it later).
@@ -522,6 +568,14 @@ func (w *WARCWriter) abandonLocked() {
 	if id, err := newRecordID(); err == nil {
 		w.infoID = id
 	}
+}
+
+// SetFault makes fn fail the writes of buffered records it returns an
+// error for (nil: none fails); for tests.
+func (w *WARCWriter) SetFault(fn Fault) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.fault = fn
 }
 
 // Rotate closes the current file (if any); the next write starts a new one.

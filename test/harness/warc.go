@@ -1,0 +1,40 @@
+package harness
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	gowarc "github.com/nlnwa/gowarc/v3"
+)
+
+// WARCResponses counts the response records with HTTP status 200 of the
+// WARC files (*.warc.gz) in dir by target URI, robots.txt excluded.
+func WARCResponses(dir string) (map[string]int, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, f := range files {
+		r, err := gowarc.NewWarcFileReader(f, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for rec, err := range r.Records() {
+			if err != nil {
+				r.Close()
+				return nil, fmt.Errorf("%s: record at %d: %w", f, rec.Offset, err)
+			}
+			w := rec.WarcRecord
+			if target := w.WarcHeader().Get(gowarc.WarcTargetURI); w.Type() == gowarc.Response && !strings.HasSuffix(target, "/robots.txt") {
+				if b, ok := w.Block().(gowarc.HttpResponseBlock); ok && b.HttpStatusCode() == 200 {
+					out[target]++
+				}
+			}
+			rec.Close()
+		}
+		r.Close()
+	}
+	return out, nil
+}
