@@ -261,6 +261,18 @@ func (s *spoolBody) more(limit int64) error {
 			s.buf, s.held, s.room = nb, next, int(next)
 			return nil
 		}
+	}
+	if err := s.writeSpool(); err != nil {
+		return err
+	}
+	s.buf = s.buf[:0]
+	return nil
+}
+
+// writeSpool appends the bytes in buf to the temp file, creating it on
+// first use.
+func (s *spoolBody) writeSpool() error {
+	if s.f == nil {
 		f, err := os.CreateTemp(s.dir, "body-*.spool")
 		if err != nil {
 			return fmt.Errorf("fetch: spool body: %w", err)
@@ -272,7 +284,6 @@ func (s *spoolBody) more(limit int64) error {
 		return fmt.Errorf("fetch: spool body: %w", err)
 	}
 	s.nf += int64(len(s.buf))
-	s.buf = s.buf[:0]
 	return nil
 }
 
@@ -297,18 +308,9 @@ func (s *spoolBody) spill() error {
 	if s.buf == nil {
 		return nil
 	}
-	if s.f == nil {
-		f, err := os.CreateTemp(s.dir, "body-*.spool")
-		if err != nil {
-			return fmt.Errorf("fetch: spool body: %w", err)
-		}
-		s.f = f
-		s.h.b.spools.Add(1)
+	if err := s.writeSpool(); err != nil {
+		return err
 	}
-	if _, err := s.f.Write(s.buf); err != nil {
-		return fmt.Errorf("fetch: spool body: %w", err)
-	}
-	s.nf += int64(len(s.buf))
 	putBuf(s.buf)
 	s.buf = nil
 	s.h.give(s.held)
