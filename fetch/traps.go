@@ -3,6 +3,7 @@ package fetch
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -182,8 +183,21 @@ type TrapTracker struct {
 	hosts map[uint64]int32 // hash(host) -> depth
 }
 
+// unknownSteps is how many steps deeper than maxDepth below their
+// pattern's shallowest, their runs unknown, a tracker admits for one
+// pattern: half the pattern depth, at least one.
+func unknownSteps(maxDepth int) int { return max(1, maxDepth/2) }
+
 type patternState struct {
 	minDepth int32
+	// steps counts the steps of the pattern admitted here deeper than
+	// MaxPatternDepth below its shallowest whose run was not known (found
+	// on a page another member found): the depth alone would refuse the
+	// pages of a real site that a cluster's crawl reaches deep, so such a
+	// step is refused only once unknownSteps of them were admitted (a
+	// site's pages link to the next number by chance, a few times a
+	// pattern; an endless sequence does at every page).
+	steps int32
 }
 
 // NewTrapTracker returns a tracker of c's per-host rules.
@@ -309,9 +323,16 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 		}
 	}
 	st, seen := t.patterns[key]
-	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth &&
-		(!runKnown || run > t.cfg.MaxPatternDepth) {
-		return ReasonURLPattern
+	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
+		switch {
+		case runKnown && run > t.cfg.MaxPatternDepth:
+			return ReasonURLPattern
+		case !runKnown && int(st.steps) >= unknownSteps(t.cfg.MaxPatternDepth):
+			return ReasonURLPattern
+		case !runKnown && st.steps < math.MaxInt32:
+			st.steps++
+			t.patterns[key] = st
+		}
 	}
 	if runKnown {
 		if r, ok := t.runs[urlKey]; !ok || int(r) > run {
@@ -331,8 +352,11 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 			// middle, before its start, knows where the host begins.
 			base = hostMin + 1
 		}
-		if !seen || base < st.minDepth {
+		if !seen {
 			t.patterns[key] = patternState{minDepth: base}
+		} else if base < st.minDepth {
+			st.minDepth = base
+			t.patterns[key] = st
 		}
 	}
 	if newSet {

@@ -141,11 +141,15 @@ func TestTrapTracker(t *testing.T) {
 		admitted  int
 		reasonFor string
 	}{
-		{"calendar", calendar, 11, ReasonURLPattern},
+		// 11 months with their runs known, then (the generator goes on from
+		// the refused months, as if another member had fetched them: their
+		// runs unknown here) five steps more before the depth decides.
+		{"calendar", calendar, 11 + 5, ReasonURLPattern},
 		{"catalogue", catalogue, 20000, ""},
 		{"facets", facets, 32, ReasonFacets},
 		{"search", search, 5000, ""},
-		{"listing reached from its first page", listing, 298 + 10, ReasonURLPattern},
+		// + 10 steps with their runs known, + 5 from refused pages (runs unknown).
+		{"listing reached from its first page", listing, 298 + 10 + 5, ReasonURLPattern},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,16 +187,16 @@ func TestTrapTrackerShallowerLater(t *testing.T) {
 	}{
 		{"/p/1", 30, "/a", ""},
 		{"/p/2", 5, "/b", ""},
-		{"/p/3", 16, "/p/2", ""},               // a step 11 links below the pattern's shallowest, but one step from /b
-		{"/p/5", 16, "/p/4", ReasonURLPattern}, // 11 links below, and the way to /p/4 unknown: the depth decides
-		{"/p/5", 16, "/p/9", ""},               // not a step
-		{"/p/5", 16, "", ""},                   // not found on a page of its host
-		{"/p/5", 15, "/p/4", ""},               // 10 links below
-		{"/q/3", 16, "/p/2", ""},               // another pattern
-		{"/r/1", 2, "", ""},                    // from another host: no baseline
-		{"/r/2", 20, "/s", ""},                 // the baseline
-		{"/r/3", 30, "/r/2", ""},               // 10 links below it
-		{"/r/4", 31, "/r/3", ""},               // 11 links below, but two steps from /s
+		{"/p/3", 16, "/p/2", ""}, // a step 11 links below the pattern's shallowest, but one step from /b
+		{"/p/5", 16, "/p/4", ""}, // 11 links below, the way to /p/4 unknown: one of the five such steps admitted
+		{"/p/5", 16, "/p/9", ""}, // not a step
+		{"/p/5", 16, "", ""},     // not found on a page of its host
+		{"/p/5", 15, "/p/4", ""}, // 10 links below
+		{"/q/3", 16, "/p/2", ""}, // another pattern
+		{"/r/1", 2, "", ""},      // from another host: no baseline
+		{"/r/2", 20, "/s", ""},   // the baseline
+		{"/r/3", 30, "/r/2", ""}, // 10 links below it
+		{"/r/4", 31, "/r/3", ""}, // 11 links below, but two steps from /s
 	} {
 		if r := tr.Check("h", c.path, "", c.depth, c.from, ""); r != c.want {
 			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
@@ -206,8 +210,18 @@ func TestTrapTrackerShallowerLater(t *testing.T) {
 	if r := tr.Check("h", "/cal/2026-08/28/", "", 10, "/cal/2026-08/", ""); r != "" {
 		t.Fatal(r)
 	}
-	if r := tr.Check("h", "/cal/2026-08/29/", "", 14, "/cal/2026-08/28/", ""); r != ReasonURLPattern {
-		t.Errorf("day step 11 links below the months' shallowest + 1: %q", r)
+	// Steps whose way is unknown here, deeper than 10 links below: four
+	// more are admitted (five in all, with /p/5's), the next one is
+	// refused.
+	for k := 1; k <= 6; k++ {
+		want := ""
+		if k == 6 {
+			want = ReasonURLPattern
+		}
+		from, day := fmt.Sprintf("/cal/2026-%02d/28/", k), fmt.Sprintf("/cal/2026-%02d/29/", k)
+		if r := tr.Check("h", day, "", 14, from, ""); r != want {
+			t.Errorf("day step %d, 11 links below the months' shallowest + 1, way unknown: %q, want %q", k, r, want)
+		}
 	}
 	var nilTracker *TrapTracker
 	if r := nilTracker.Check("h", "/p/1", "", 1000, "/p/2", ""); r != "" {
@@ -264,8 +278,17 @@ func TestTrapTrackerMiddleOfSequence(t *testing.T) {
 	if r := tr.Check("h", "/cal/2026-06/", "", 21, "/cal/2026-05/", "x=1"); r != "" { // the way to it unknown here
 		t.Fatalf("first month seen: %q", r)
 	}
-	if r := tr.Check("h", "/cal/2026-07/", "", 22, "/cal/2026-06/", ""); r != ReasonURLPattern {
-		t.Errorf("next month, 20 links below the host's shallowest page: %q", r)
+	// Its steps' ways unknown here too: five are admitted, then the depth
+	// (20 links below the host's shallowest page) decides.
+	for k := 7; k <= 12; k++ {
+		want := ""
+		if k == 12 {
+			want = ReasonURLPattern
+		}
+		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
+		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 22, from, ""); r != want {
+			t.Errorf("month %d, 20 links below the host's shallowest page: %q, want %q", k, r, want)
+		}
 	}
 	// Without a shallow page of the host, the first month seen (21 links
 	// deep, 20 for its page) is the baseline: 10 steps more are admitted.
@@ -276,7 +299,15 @@ func TestTrapTrackerMiddleOfSequence(t *testing.T) {
 			t.Errorf("month %d: %q", k, r)
 		}
 	}
-	if r := tr.Check("h", "/cal/2026-17/", "", 32, "/cal/2026-16/", ""); r != ReasonURLPattern {
-		t.Errorf("11 steps below: %q", r)
+	// Deeper, the runs unknown: five more, then refused.
+	for k := 17; k <= 22; k++ {
+		want := ""
+		if k == 22 {
+			want = ReasonURLPattern
+		}
+		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
+		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 15+k, from, ""); r != want {
+			t.Errorf("month %d, %d steps below: %q, want %q", k, k-6, r, want)
+		}
 	}
 }

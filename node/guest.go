@@ -340,10 +340,12 @@ func (n *Node) recordGuest(g *pendingGuest) {
 		}
 		g.added = k
 	}
-	// Reported to its owner only once its records and line are written:
-	// else the owner would record as fetched a page this node's WARC
-	// files lack.
-	if !n.out.written(append(g.tickets, n.out.writeLog(g.entry))) {
+	// Reported to its owner only once its WARC records are written: else
+	// the owner would record as fetched a page this node's WARC files
+	// lack. Its crawl-log line follows the report, as a kill -9 between
+	// the two must leave no line of a page its owner does not know fetched
+	// (the owner would fetch it again: the crawl logs would show it twice).
+	if !n.out.written(g.tickets) {
 		n.log.Warn("a lent page's records were not written (its owner will have it fetched again)", "url", g.out.URL)
 		n.guests.release([]uint64{fp})
 		return
@@ -355,4 +357,5 @@ func (n *Node) recordGuest(g *pendingGuest) {
 	}
 	n.guests.done(fp, time.Now())
 	n.m.GuestsFetched.Inc()
+	n.out.writeLog(g.entry)
 }
