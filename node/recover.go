@@ -108,8 +108,8 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 			res := frontier.Result{FP: it.FP, Host: host, State: frontier.Completed}
 			entry := archive.LogEntry{Time: p.at, URL: p.rec.URL} // its duration is not archived
 			// A full response was archived: the page changed (or was new).
-			t.classify(resp, prevPage(p.rec), p.at, &res)
-			t.outcome(it, resp, &res, &entry)
+			t.classify(resp, prevPage(p.rec), p.at, &res, dedupRecord)
+			t.outcome(it, resp, nil, &res, &entry)
 			t.keep(it, res, entry, !logged[p.rec.URL])
 			settled++
 		}
