@@ -126,7 +126,15 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 	case resp.Status == http.StatusNotModified && prev != nil && conditional(prev) != (fetch.Conditional{}):
 		// A 304 to a request that sent no validators says nothing of
 		// the page: outcome logs it as unsolicited_304.
-		return unchanged(archive.ProfileNotModified)
+		rv := unchanged(archive.ProfileNotModified)
+		if dd == dedupFull {
+			// The last capture may be a revisit record of another URL's
+			// capture: refer to that one, archived in full.
+			if orig, found := t.n.lookupDigest(prev.Digest); found {
+				rv.RefersToTargetURI, rv.RefersToDate = orig.URL, orig.Date
+			}
+		}
+		return rv
 	case resp.Status >= 200 && resp.Status < 300 && !resp.Truncated:
 		sum := sha1.Sum(resp.RawBody)
 		var orig frontier.Capture
