@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	gowarc "github.com/nlnwa/gowarc/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -34,7 +36,7 @@ func dupSite(t *testing.T) (*httptest.Server, func(string) int) {
 		switch r.URL.Path {
 		case "/":
 			fmt.Fprint(w, `<a href="/d1/">d1</a>`)
-		case "/d1/", "/d2/", "/e/":
+		case "/d1/", "/d2/", "/e/", "/f/":
 			fmt.Fprint(w, dupBody)
 		case "/d1/next", "/d2/next", "/e/next":
 			fmt.Fprint(w, "next of "+r.URL.Path)
@@ -187,6 +189,24 @@ func TestDedupRevisit(t *testing.T) {
 		if l := logReasons(t, c.Data)[srv.URL+"/e/"]; l.Reason != "duplicate" {
 			t.Errorf("crawl log of /e/: %+v", l)
 		}
+
+		// A kill after /f/ was archived as a revisit record, before its
+		// result was recorded: the next start settles it from the WARC
+		// file left open, as a duplicate, without fetching it again.
+		leaveOpenRevisit(t, c.Data, srv.URL+"/f/", orig.digest, srv.URL+"/d1/", orig.date)
+		c.Seeds = []string{srv.URL + "/f/"}
+		n, stop = start(t, c)
+		waitFor(t, "the third run", func() bool {
+			k := n.Frontier().Counts()
+			return k.InList == 0 && k.InProgress == 0 && k.Completed == 6
+		})
+		stop()
+		if h := hits("/f/"); h != 0 {
+			t.Errorf("/f/ requested %d times: its revisit record left by the kill was not settled", h)
+		}
+		if l := logReasons(t, c.Data)[srv.URL+"/f/"]; l.Reason != "duplicate" || l.Status != 200 {
+			t.Errorf("crawl log of /f/ settled from its revisit record: %+v", l)
+		}
 	})
 	t.Run("off", func(t *testing.T) {
 		srv, hits := dupSite(t)
@@ -208,4 +228,35 @@ func TestDedupRevisit(t *testing.T) {
 			}
 		}
 	})
+}
+
+// leaveOpenRevisit leaves in data's WARC directory a file as a kill leaves
+// it (still .open) holding a request and a revisit record of target that
+// refers to the capture of uri at date (WARC-Date) with payload digest.
+func leaveOpenRevisit(t *testing.T, data, target, digest, uri, date string) {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	w, err := archive.NewWARCWriter(archive.DefaultWARCConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := archive.HTTPResponseHead("HTTP/1.1", 200, http.Header{"Content-Type": {"text/html"}}, len(dupBody))
+	rv := archive.Revisit{Profile: archive.ProfileIdenticalPayload, RefersToTargetURI: uri, RefersToDate: at, PayloadDigest: digest}
+	if err := w.Write(archive.Exchange{Target: target, Date: time.Now(), Request: []byte("GET / HTTP/1.1\r\n\r\n"), Response: head, Revisit: &rv}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(w.Files()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "warc", "phasecrawl-t-crashed.warc.gz"+archive.OpenSuffix), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
