@@ -147,10 +147,10 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 			if found {
 				// The payload's first capture, which may be another URL's
 				// (this page's last capture may be a revisit record).
+				// Not found: the last capture is a response the digest
+				// index does not hold (archived before it, or by another
+				// member before the page moved here), not recorded in it.
 				rv.RefersToTargetURI, rv.RefersToDate = orig.URL, orig.Date
-			} else if dd == dedupFull && !prev.Archived.IsZero() {
-				// Archived in full before the digest index knew it.
-				res.Captured = &frontier.Capture{Digest: sum, URL: resp.URL, Date: prev.Archived}
 			}
 			return rv
 		}
