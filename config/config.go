@@ -527,6 +527,12 @@ type WARC struct {
 	// bytes, 1 costs ~33 µs and 2,478 bytes
 	// (`go test ./fetch/archive -bench WARCWrite`).
 	CompressionLevel int `yaml:"compression_level"`
+	// Dedup archives a page whose payload has the digest of one archived
+	// before (any URL, this round or an earlier one, on this member) as a
+	// revisit record of the identical-payload-digest profile that refers
+	// to it, without the payload, and does not extract its links again
+	// (docs/design/dedup.md). Default true.
+	Dedup bool `yaml:"dedup"`
 }
 
 // WARC compression modes (WARC.Compression).
@@ -601,7 +607,7 @@ func Default() Config {
 		Robots:    Robots{TTL: 24 * time.Hour, ErrorTTL: 10 * time.Minute, MaxCrawlDelay: 30 * time.Second},
 		Frontier:  Frontier{Window: 250000, BatchSize: 2048, BatchDelay: 20 * time.Millisecond},
 		Bucket:    Bucket{Columns: b.Columns, Rows: b.Rows, ListCap: b.ListCap, MaxQueueWait: b.MaxQueueWait},
-		WARC:      WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly},
+		WARC:      WARC{Enabled: true, MaxSize: 1 << 30, Compression: WARCCompressResponses, CompressionLevel: WARCHuffmanOnly, Dedup: true},
 		Storage:   Storage{MinFree: "128MiB"},
 		Log:       Log{Level: "info", Format: "text"},
 		DNS:       DNS{Cache: true, MinTTL: 5 * time.Second, MaxTTL: time.Hour},

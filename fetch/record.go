@@ -37,3 +37,22 @@ func FromRecord(rawURL string, block []byte, truncated bool, max int64) (*Respon
 	r.derive(u, max)
 	return r, nil
 }
+
+// HeadFromRecord rebuilds the Response of an archived revisit record's
+// block: the HTTP head of the response, without its body (RawBody and
+// Body empty).
+func HeadFromRecord(rawURL string, block []byte) (*Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: archived head of %q: %w", rawURL, err)
+	}
+	req := &http.Request{Method: http.MethodGet, URL: u}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(block)), req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch: archived head of %s: %w", rawURL, err)
+	}
+	_ = resp.Body.Close() // the payload is another record's
+	r := &Response{URL: rawURL, Status: resp.StatusCode, Header: resp.Header, Proto: resp.Proto}
+	r.deriveHead(u)
+	return r, nil
+}

@@ -15,6 +15,8 @@
 //	running     hk | fp                          -> seq (8B BE) [claim marker]
 //	retry       retryAt (8B BE ns) | hk | fp     -> nil
 //	due         due (8B BE ns) | hk | fp         -> nil (COMPLETED URLs waiting for a revisit)
+//	digests     payload SHA-1 (20B)              -> capture time (8B BE ns) | url (the digest index:
+//	                                                the first durably archived capture of a payload)
 //	hosts       host                             -> HostStats (admitted, fetched, errors, bytes, last fetch,
 //	                                                delay [, round counters [, round times]])
 //	meta        format marker, version, seq counter, nphase, re-key mark, state counters

@@ -87,6 +87,7 @@ type Frontier struct {
 	undurable    atomic.Int64           // results put back to IN_LIST (Result.Durable), for Undurable
 	dueFilter    atomic.Pointer[DueFilter]
 	revisits     atomic.Int64 // mirror of the persisted mRevisits
+	digests      *digestCache // the digest index's entries in memory (digest.go)
 
 	// Owned by the writer goroutine (and Open, before it starts).
 	seq       uint64
@@ -143,6 +144,10 @@ func Open(opts Options) (*Frontier, error) {
 		done:  make(chan struct{}),
 	}
 	f.maxPerHost.Store(int64(opts.MaxPerHost))
+	if f.digests, err = newDigestCache(opts.DigestCache); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("frontier: open %s: %w", opts.Path, err)
+	}
 	if err := f.init(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("frontier: open %s: %w", opts.Path, err)
@@ -349,7 +354,7 @@ func (f *Frontier) init() error {
 			return fmt.Errorf("create the due index: %w", err)
 		}
 	}
-	return nil
+	return f.ensureDigests()
 }
 
 // missingBucket returns an error naming the first of names tx lacks.

@@ -59,8 +59,9 @@ func TestCommitNoSpace(t *testing.T) {
 	}
 	more := gen("m", 50, 2000)
 	var results []Result
-	for _, u := range first[:10] {
-		results = append(results, Result{FP: RefOf(u.URL).FP, Host: u.Host, State: Completed, Status: 200})
+	for i, u := range first[:10] {
+		results = append(results, Result{FP: RefOf(u.URL).FP, Host: u.Host, State: Completed, Status: 200,
+			Captured: &Capture{Digest: [20]byte{byte(i + 1)}, URL: u.URL, Date: time.Unix(1700000000, 0)}})
 	}
 	_, err = f.Settle(ctx, SettleRequest{Found: more, Results: results}).Wait()
 	if !errors.Is(err, syscall.ENOSPC) {
@@ -74,6 +75,9 @@ func TestCommitNoSpace(t *testing.T) {
 	}
 	if _, ok, err := f.Get(RefOf(more[0].URL)); err != nil || ok {
 		t.Fatalf("a failed commit's URL was added: %v %v", ok, err)
+	}
+	if _, ok, err := f.LookupDigest([20]byte{1}); ok || err != nil || f.DigestCacheLen() != 0 {
+		t.Fatalf("a failed commit's capture is in the digest index: %v %v, %d in memory", ok, err, f.DigestCacheLen())
 	}
 
 	// Space back: the same write commits, counted once.
@@ -91,6 +95,9 @@ func TestCommitNoSpace(t *testing.T) {
 	}
 	if r, _, err := f.Get(RefOf(first[0].URL)); err != nil || r.State != Completed || r.Tries != 1 {
 		t.Fatalf("%+v %v: want COMPLETED after one try", r, err)
+	}
+	if c, ok, err := f.LookupDigest([20]byte{1}); !ok || err != nil || c.URL != first[0].URL {
+		t.Fatalf("the capture of the commit that succeeded: %+v %v %v", c, ok, err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)

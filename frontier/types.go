@@ -138,6 +138,12 @@ type Result struct {
 	// the server asked to be called back later (429, or 503 with
 	// Retry-After), or no request was sent. Tries is left as it was.
 	Free bool
+	// Captured, when not nil, is the page's payload archived in full (a
+	// response record): recorded in the digest index (LookupDigest),
+	// unless its digest is there already, when the result is taken with
+	// Durable true. Nil for a page archived as a revisit record, or not
+	// archived.
+	Captured *Capture
 	// Durable, when not nil, is asked in the write transaction, after the
 	// before-commit hook (SetBeforeCommit), whether what the fetch wrote
 	// elsewhere (its WARC records, its crawl-log line) reached its files.
@@ -248,6 +254,10 @@ type Options struct {
 	// NoSync skips fsync on commit. Tests and benchmarks only: a crash may
 	// lose or corrupt data.
 	NoSync bool
+	// DigestCache is how many entries of the digest index (LookupDigest)
+	// stay in memory, the most recently used; the index itself is in the
+	// file. Default DefaultDigestCache, valid 1..1<<24.
+	DigestCache int
 
 	// For measurements only (tests in this package): bbolt's array freelist
 	// and a synced freelist instead of the defaults.
@@ -284,6 +294,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
 	}
+	if o.DigestCache == 0 {
+		o.DigestCache = DefaultDigestCache
+	}
 	var errs []error
 	if o.Path == "" {
 		errs = append(errs, errors.New("frontier: path: must not be empty"))
@@ -302,6 +315,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.BatchDelay < 0 || o.BatchDelay > time.Second {
 		errs = append(errs, fmt.Errorf("frontier: batch_delay=%s: must be in 0..1s", o.BatchDelay))
+	}
+	if o.DigestCache < 1 || o.DigestCache > 1<<24 {
+		errs = append(errs, fmt.Errorf("frontier: digest_cache=%d: must be in 1..%d", o.DigestCache, 1<<24))
 	}
 	return o, errors.Join(errs...)
 }

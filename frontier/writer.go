@@ -459,6 +459,9 @@ func (f *Frontier) committed(st *txState) {
 	f.wcnt = st.cnt
 	f.wrevisits = st.revisits
 	f.publishCounts()
+	for _, c := range st.captures {
+		f.digests.Add(c.Digest, c)
+	}
 }
 
 // txState is one write transaction's working state.
@@ -467,7 +470,8 @@ type txState struct {
 	now                                       time.Time
 	nphase                                    int
 	urls, queue, inprog, stalled, hosts, meta *bolt.Bucket
-	due                                       *bolt.Bucket
+	due, digestB                              *bolt.Bucket
+	captures                                  []Capture // added to the digest index, for its cache once committed
 	seq                                       uint64
 	revisits                                  int64 // released revisits not fetched yet
 	cnt                                       [numCounters]int64
@@ -492,6 +496,8 @@ func (st *txState) begin(tx *bolt.Tx) {
 	st.hosts = tx.Bucket(bHosts)
 	st.meta = tx.Bucket(bMeta)
 	st.due = tx.Bucket(bDue)
+	st.digestB = tx.Bucket(bDigests)
+	st.captures = st.captures[:0]
 	if st.due != nil {
 		st.due.FillPercent = 0.9
 	}
@@ -754,6 +760,11 @@ func (st *txState) finish(rs []Result) (int, error) {
 			continue
 		}
 		if err := st.inprog.Delete(recKey(st.scratch[:0], key.hk, key.fp)); err != nil {
+			return 0, err
+		}
+		// Its records are durable: a payload archived in full is in the
+		// digest index from now on.
+		if err := st.recordCapture(r.Captured); err != nil {
 			return 0, err
 		}
 		st.cnt[cInProgress]--

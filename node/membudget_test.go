@@ -124,6 +124,10 @@ func (w *memWeb) config(t testing.TB, workers int, budget, maxBody int64) config
 	c.Fetch.RetryBackoff = time.Hour
 	c.Fetch.MaxBodySize = maxBody
 	c.Fetch.MaxInflightBytes = budget
+	// Every page has one of two bodies: archived as revisit records, the
+	// copies would give their memory back before the next fetch (no
+	// contention for the budget to measure).
+	c.WARC.Dedup = false
 	c.Scope.AllowDomains = []string{"mem.test"}
 	c.Resolve = []string{"*.mem.test=" + w.srv.Listener.Addr().String()}
 	_, port, _ := net.SplitHostPort(w.srv.Listener.Addr().String())

@@ -35,6 +35,7 @@ type Metrics struct {
 
 	// Recurring crawls.
 	PagesUnchanged prometheus.Counter
+	PagesDuplicate prometheus.Counter
 	PagesChanged   prometheus.Counter
 	RecrawlLag     prometheus.Histogram
 }
@@ -97,6 +98,9 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 		PagesUnchanged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_pages_unchanged_total", Help: "Revisited pages found unchanged (a 304 Not Modified, or the payload digest of the last capture): archived as WARC revisit records, their links not extracted again.",
 		}),
+		PagesDuplicate: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "phasecrawl_pages_duplicate_total", Help: "Pages whose payload has the digest of another capture archived before (another URL, or this one before it changed; warc.dedup): archived as WARC revisit records, their links not extracted again.",
+		}),
 		PagesChanged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "phasecrawl_pages_changed_total", Help: "Revisited pages whose payload changed since the last capture: archived again in full.",
 		}),
@@ -111,7 +115,7 @@ func NewMetrics(frontierStates func() map[string]float64, bucketStates func() ma
 			Name: "phasecrawl_host_trips_total", Help: "Host trips served, by lane: live, or inactive (hosts whose last attempt timed out, was refused or failed DNS).",
 		}, []string{"lane"}),
 	}
-	r.MustRegister(m.PagesUnchanged, m.PagesChanged, m.RecrawlLag)
+	r.MustRegister(m.PagesUnchanged, m.PagesDuplicate, m.PagesChanged, m.RecrawlLag)
 	m.AdaptiveCuts = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "phasecrawl_adaptive_timeouts_total", Help: "Requests cut by a derived timeout: a host's adaptive timeout (fetch.adaptive_timeouts) or a first contact's connect timeout (fetch.adaptive_connect); each URL goes back to the queue untried.",
 	})

@@ -18,12 +18,14 @@ type archivedPage struct {
 	rec       frontier.Record
 	block     []byte
 	truncated bool
-	at        time.Time // WARC-Date
+	at        time.Time        // WARC-Date
+	rv        *archive.Revisit // a revisit record (block: the HTTP head alone)
 }
 
 // recoverArchived settles the pages an earlier process of this node fetched
 // and archived but had not recorded when it was killed, from the WARC files
-// it left open (crashed, output.crashed). A page is archived
+// it left open (crashed, output.crashed): a response record, or a revisit
+// record (recoverRevisit). A page is archived
 // (one write(2) of its WARC records) before its frontier write is even
 // submitted, and the frontier commits in groups, so after kill -9 the
 // frontier has the last pages fetched back IN_LIST while the WARC file left
@@ -37,7 +39,7 @@ type archivedPage struct {
 func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, error) {
 	found := map[uint64]*archivedPage{}
 	for _, path := range crashed {
-		err := archive.EachResponse(path, func(h archive.RecordHeader, block []byte) error {
+		err := archive.EachCapture(path, func(h archive.RecordHeader, block []byte) error {
 			target := h.TargetURI
 			ref := frontier.RefOf(target)
 			rec, ok, err := n.front.Get(ref)
@@ -54,7 +56,7 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 				return nil
 			}
 			// The latest response of a URL is the one not recorded.
-			found[ref.FP] = &archivedPage{rec: rec, block: block, truncated: h.Truncated, at: at}
+			found[ref.FP] = &archivedPage{rec: rec, block: block, truncated: h.Truncated, at: at, rv: h.Revisit}
 			return nil
 		})
 		if err != nil {
@@ -99,6 +101,12 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 		t := &hostTrip{n: n, host: host, hostHash: n.unit.Hash(host), delay: n.cfg.Delay}
 		for _, p := range pages {
 			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Tries: p.rec.Tries, Due: p.rec.Due}
+			if p.rv != nil {
+				if t.recoverRevisit(it, p, !logged[p.rec.URL]) {
+					settled++
+				}
+				continue
+			}
 			resp, err := fetch.FromRecord(p.rec.URL, p.block, p.truncated, n.cfg.Fetch.MaxBodySize)
 			if err != nil {
 				n.log.Warn("archived response not usable: the page is fetched again", "url", p.rec.URL, "error", err)
@@ -108,14 +116,47 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 			res := frontier.Result{FP: it.FP, Host: host, State: frontier.Completed}
 			entry := archive.LogEntry{Time: p.at, URL: p.rec.URL} // its duration is not archived
 			// A full response was archived: the page changed (or was new).
-			t.classify(resp, prevPage(p.rec), p.at, &res)
-			t.outcome(it, resp, &res, &entry)
+			t.classify(resp, prevPage(p.rec), p.at, &res, dedupRecord)
+			t.outcome(it, resp, nil, &res, &entry)
 			t.keep(it, res, entry, !logged[p.rec.URL])
 			settled++
 		}
 		t.commit()
 	}
 	return settled, nil
+}
+
+// recoverRevisit settles a page archived as a revisit record (unchanged
+// since its last capture, or the payload of another capture, warc.dedup)
+// as the worker did: its links are not extracted. It reports whether it
+// did; a record it cannot read leaves the page to be fetched again.
+func (t *hostTrip) recoverRevisit(it bucket.Item, p *archivedPage, log bool) bool {
+	n := t.n
+	resp, err := fetch.HeadFromRecord(p.rec.URL, p.block)
+	sum, ok := archive.ParseDigest(p.rv.PayloadDigest)
+	if err != nil || !ok {
+		n.log.Warn("archived revisit not usable: the page is fetched again", "url", p.rec.URL, "error", err)
+		t.requeue = append(t.requeue, p.rec.FP)
+		return false
+	}
+	res := frontier.Result{FP: it.FP, Host: t.host, State: frontier.Completed}
+	entry := archive.LogEntry{Time: p.at, URL: p.rec.URL}
+	t.outcomeHead(resp, &res, &entry)
+	res.Reason, entry.Reason = "ok", "duplicate"
+	prev := prevPage(p.rec)
+	switch {
+	case prev != nil && prev.Digest == sum:
+		res.Change, entry.Reason = frontier.Unchanged, "unchanged"
+		page := *prev
+		res.Page = &page
+	case prev != nil || n.cfg.RevisitFor(t.host) > 0:
+		if prev != nil {
+			res.Change = frontier.Changed
+		}
+		res.Page = &frontier.PageState{ETag: resp.Header.Get("Etag"), LastModified: resp.Header.Get("Last-Modified"), Digest: sum, Archived: p.at}
+	}
+	t.keep(it, res, entry, log)
+	return true
 }
 
 func minTime(a, b time.Time) time.Time {

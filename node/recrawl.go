@@ -67,13 +67,43 @@ func conditional(prev *frontier.PageState) fetch.Conditional {
 	return fetch.Conditional{ETag: prev.ETag, LastModified: prev.LastModified}
 }
 
+// dedupMode is what classify does with the digest index (warc.dedup).
+type dedupMode int
+
+const (
+	dedupOff    dedupMode = iota // neither: a guest's page (its owner's index is elsewhere)
+	dedupRecord                  // record a payload archived in full: a page recovered from its WARC record
+	dedupFull                    // look the payload up, and record it when archived in full
+)
+
+// dedup reports whether identical payloads are archived as revisit
+// records (warc.dedup, with WARC output on).
+func (n *Node) dedup() bool { return n.cfg.WARC.Dedup && n.out.archiving() }
+
+// lookupDigest returns the archived capture of the payload sum, if the
+// digest index holds one.
+func (n *Node) lookupDigest(sum [20]byte) (frontier.Capture, bool) {
+	c, ok, err := n.front.LookupDigest(sum)
+	if err != nil {
+		n.log.Error("digest index", "error", err)
+		return frontier.Capture{}, false
+	}
+	return c, ok
+}
+
 // classify compares a response with the page's last capture (prev, nil
-// for none) and sets res.Change and res.Page; at is the response's capture
-// time. It returns the revisit record to archive instead of the response
-// when the page is unchanged (nil otherwise). Pages of hosts that are not
-// revisited keep no page state (no digest is computed for them).
-func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at time.Time, res *frontier.Result) *archive.Revisit {
-	if prev == nil && t.n.cfg.RevisitFor(t.host) <= 0 {
+// for none) and with the payloads archived before (the digest index, per
+// dd), and sets res.Change, res.Page and res.Captured; at is the
+// response's capture time. It returns the revisit record to archive
+// instead of the response when the page is unchanged, or its payload is
+// one archived before (nil otherwise). Pages of hosts that are not
+// revisited keep no page state.
+func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at time.Time, res *frontier.Result, dd dedupMode) *archive.Revisit {
+	revisited := t.n.cfg.RevisitFor(t.host) > 0
+	if !t.n.dedup() {
+		dd = dedupOff
+	}
+	if prev == nil && !revisited && dd == dedupOff {
 		return nil
 	}
 	m := t.n.m
@@ -96,30 +126,67 @@ func (t *hostTrip) classify(resp *fetch.Response, prev *frontier.PageState, at t
 	case resp.Status == http.StatusNotModified && prev != nil && conditional(prev) != (fetch.Conditional{}):
 		// A 304 to a request that sent no validators says nothing of
 		// the page: outcome logs it as unsolicited_304.
-		return unchanged(archive.ProfileNotModified)
+		rv := unchanged(archive.ProfileNotModified)
+		if dd == dedupFull {
+			// The last capture may be a revisit record of another URL's
+			// capture: refer to that one, archived in full.
+			if orig, found := t.n.lookupDigest(prev.Digest); found {
+				rv.RefersToTargetURI, rv.RefersToDate = orig.URL, orig.Date
+			}
+		}
+		return rv
 	case resp.Status >= 200 && resp.Status < 300 && !resp.Truncated:
 		sum := sha1.Sum(resp.RawBody)
+		var orig frontier.Capture
+		found := false
+		if dd == dedupFull {
+			orig, found = t.n.lookupDigest(sum)
+		}
 		if prev != nil && prev.Digest == sum {
-			return unchanged(archive.ProfileIdenticalPayload)
+			rv := unchanged(archive.ProfileIdenticalPayload)
+			if found {
+				// The payload's first capture, which may be another URL's
+				// (this page's last capture may be a revisit record).
+				// Not found: the last capture is a response the digest
+				// index does not hold (archived before it, or by another
+				// member before the page moved here), not recorded in it.
+				rv.RefersToTargetURI, rv.RefersToDate = orig.URL, orig.Date
+			}
+			return rv
 		}
 		if prev != nil {
 			res.Change = frontier.Changed
 			m.PagesChanged.Inc()
 		}
-		res.Page = &frontier.PageState{ETag: etag, LastModified: lm, Digest: sum, Archived: at}
+		if prev != nil || revisited {
+			res.Page = &frontier.PageState{ETag: etag, LastModified: lm, Digest: sum, Archived: at}
+		}
+		if found {
+			m.PagesDuplicate.Inc()
+			return &archive.Revisit{Profile: archive.ProfileIdenticalPayload, RefersToTargetURI: orig.URL, RefersToDate: orig.Date,
+				PayloadDigest: archive.FormatDigest(sum)}
+		}
+		if dd != dedupOff {
+			res.Captured = &frontier.Capture{Digest: sum, URL: resp.URL, Date: at}
+		}
 	}
 	return nil
 }
 
 // archiveAs archives a page's exchange: as a revisit record when rv is
-// set, else in full (page, when set, holds the capture time to use).
-func (t *hostTrip) archiveAs(resp *fetch.Response, page *frontier.PageState, rv *archive.Revisit) {
+// set, else in full (with the capture time res.Captured or res.Page
+// holds, when set: the one the digest index and page state record).
+func (t *hostTrip) archiveAs(resp *fetch.Response, res *frontier.Result, rv *archive.Revisit) {
 	if !t.n.out.archiving() {
 		return
 	}
 	var date time.Time
-	if page != nil && rv == nil {
-		date = page.Archived
+	switch {
+	case rv != nil:
+	case res.Captured != nil:
+		date = res.Captured.Date
+	case res.Page != nil:
+		date = res.Page.Archived
 	}
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
 	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Date: date, Request: resp.RequestDump, Response: head, Body: resp.RawBody,

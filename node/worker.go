@@ -596,15 +596,19 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	n.m.BytesFetched.Add(float64(len(resp.RawBody)))
 	n.pages.Add(1)
 	n.bytes.Add(int64(len(resp.RawBody)))
-	rv := t.classify(resp, prev, time.Now(), &res)
+	dd := dedupFull
+	if it.Guest {
+		dd = dedupOff
+	}
+	rv := t.classify(resp, prev, time.Now(), &res, dd)
 	if t.answered(resp.Status, resp.Header) {
-		t.archiveAs(resp, res.Page, rv)
+		t.archiveAs(resp, &res, rv)
 		entry.Status, entry.Bytes, entry.MIME = resp.Status, int64(len(resp.RawBody)), mediaType(resp.ContentType)
 		res.Status = resp.Status
 		t.stallHeld(&res, &entry)
 		return
 	}
-	if !it.Guest && res.Change != frontier.Unchanged && resp.Status >= 200 && resp.Status < 300 {
+	if !it.Guest && rv == nil && resp.Status >= 200 && resp.Status < 300 {
 		// A page to archive and parse: done while the next request runs.
 		t.outcomeHead(resp, &res, &entry)
 		res.Reason, entry.Reason = "ok", "ok"
@@ -612,8 +616,8 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		async = true
 		return
 	}
-	t.archiveAs(resp, res.Page, rv)
-	t.outcome(it, resp, &res, &entry)
+	t.archiveAs(resp, &res, rv)
+	t.outcome(it, resp, rv, &res, &entry)
 }
 
 // pageWork is a fetched page's handling that runs while the trip's next
@@ -674,7 +678,7 @@ func (t *hostTrip) startPage(w *pageWork) {
 
 // run archives w's exchange and extracts its links.
 func (w *pageWork) run() {
-	w.sub.archiveAs(w.resp, w.res.Page, w.rv)
+	w.sub.archiveAs(w.resp, &w.res, w.rv)
 	w.entry.Outlinks = w.sub.links(w.resp, w.it, &w.entry)
 }
 
@@ -711,13 +715,17 @@ func (t *hostTrip) joinPage() {
 
 // outcome classifies a page's response (archived already) into its result
 // and log entry, and collects its links and redirect target.
-func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, res *frontier.Result, entry *archive.LogEntry) {
+func (t *hostTrip) outcome(it bucket.Item, resp *fetch.Response, rv *archive.Revisit, res *frontier.Result, entry *archive.LogEntry) {
 	t.outcomeHead(resp, res, entry)
 	switch {
 	case res.Change == frontier.Unchanged:
 		// A revisit of an unchanged page (a 304, or the same payload):
 		// its links were extracted when it last changed.
 		res.Reason, entry.Reason = "ok", "unchanged"
+	case rv != nil:
+		// The payload of a capture archived before (warc.dedup): its
+		// links were extracted from that one.
+		res.Reason, entry.Reason = "ok", "duplicate"
 	case resp.Status == http.StatusNotModified:
 		// A 304 to a request that sent no validators: nothing to compare
 		// with, no body, no redirect. Not retried.

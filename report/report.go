@@ -118,7 +118,7 @@ func SortCounts(cs []Count) []Count {
 }
 
 // success reasons: a crawl-log line with one of them is not an error.
-var success = map[string]bool{"": true, "ok": true, "unchanged": true, "redirect": true, "robots": true}
+var success = map[string]bool{"": true, "ok": true, "unchanged": true, "duplicate": true, "redirect": true, "robots": true}
 
 // IsError reports whether a crawl-log line with reason is counted as an error.
 func IsError(reason string) bool { return !success[reason] }

@@ -1,9 +1,12 @@
 package archive
 
 import (
+	"crypto/sha1"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	gowarc "github.com/nlnwa/gowarc/v3"
@@ -45,17 +48,31 @@ func ValidateWARC(path string) (int, error) {
 	}
 }
 
-// RecordHeader is what EachResponse tells of a response record.
+// RecordHeader is what EachResponse and EachCapture tell of a response or
+// revisit record.
 type RecordHeader struct {
 	TargetURI string
 	Date      time.Time // zero if unreadable
 	Truncated bool      // WARC-Truncated is set
+	// Revisit describes a revisit record (nil: a response record); its
+	// block is the HTTP head alone.
+	Revisit *Revisit
 }
 
 // EachResponse reads the response records of a WARC file with gowarc and passes each one's header and block (a fresh slice
 // fn may keep) to fn, in file order. An error from fn stops the scan and is
 // returned as is.
 func EachResponse(path string, fn func(h RecordHeader, block []byte) error) error {
+	return eachCapture(path, false, fn)
+}
+
+// EachCapture is EachResponse that passes the revisit records too
+// (RecordHeader.Revisit set).
+func EachCapture(path string, fn func(h RecordHeader, block []byte) error) error {
+	return eachCapture(path, true, fn)
+}
+
+func eachCapture(path string, revisits bool, fn func(h RecordHeader, block []byte) error) error {
 	r, err := gowarc.NewWarcFileReader(path, 0)
 	if err != nil {
 		return fmt.Errorf("archive: read %s: %w", path, err)
@@ -70,13 +87,19 @@ func EachResponse(path string, fn func(h RecordHeader, block []byte) error) erro
 			return fmt.Errorf("archive: read %s: record at %d: %w", path, rec.Offset, err)
 		}
 		wr := rec.WarcRecord
-		if wr.Type() != gowarc.Response {
+		if wr.Type() != gowarc.Response && (!revisits || wr.Type() != gowarc.Revisit) {
 			rec.Close()
 			continue
 		}
 		h := wr.WarcHeader()
 		rh := RecordHeader{TargetURI: h.Get(gowarc.WarcTargetURI), Truncated: h.Get(gowarc.WarcTruncated) != ""}
 		rh.Date, _ = wr.Date()
+		if wr.Type() == gowarc.Revisit {
+			rv := &Revisit{Profile: h.Get(gowarc.WarcProfile), RefersToTargetURI: h.Get(gowarc.WarcRefersToTargetURI),
+				PayloadDigest: h.Get(gowarc.WarcPayloadDigest)}
+			rv.RefersToDate, _ = time.Parse(time.RFC3339Nano, h.Get(gowarc.WarcRefersToDate))
+			rh.Revisit, rh.Truncated = rv, false
+		}
 		var block []byte
 		raw, err := wr.Block().RawBytes()
 		if err == nil {
@@ -90,4 +113,19 @@ func EachResponse(path string, fn func(h RecordHeader, block []byte) error) erro
 			return err
 		}
 	}
+}
+
+// ParseDigest returns the SHA-1 of a WARC digest ("sha1:" and base32, as
+// Digest writes it); ok is false for any other form.
+func ParseDigest(d string) (sum [sha1.Size]byte, ok bool) {
+	b32, found := strings.CutPrefix(d, "sha1:")
+	if !found {
+		return sum, false
+	}
+	b, err := base32.StdEncoding.DecodeString(b32)
+	if err != nil || len(b) != sha1.Size {
+		return sum, false
+	}
+	copy(sum[:], b)
+	return sum, true
 }

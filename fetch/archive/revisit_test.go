@@ -110,4 +110,27 @@ func TestWARCRevisitRecords(t *testing.T) {
 		refs[0].TargetUri != target || refs[1].TargetDate != "2026-11-25T09:00:00Z" {
 		t.Fatalf("gowarc revisit refs: %+v %+v", refs[0], refs[1])
 	}
+
+	// EachCapture gives the response and both revisits, these with what
+	// they refer to; EachResponse the response alone.
+	var caps []RecordHeader
+	if err := EachCapture(file, func(h RecordHeader, _ []byte) error { caps = append(caps, h); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(caps) != 3 || caps[0].Revisit != nil || caps[1].Revisit == nil || caps[2].Revisit == nil ||
+		*caps[1].Revisit != same || *caps[2].Revisit != notMod {
+		t.Fatalf("EachCapture: %+v", caps)
+	}
+	k := 0
+	if err := EachResponse(file, func(RecordHeader, []byte) error { k++; return nil }); err != nil || k != 1 {
+		t.Fatalf("EachResponse: %d records, %v", k, err)
+	}
+	if sum, ok := ParseDigest(digest); !ok || sum != sha1.Sum(body) {
+		t.Fatalf("ParseDigest(%s) = %x, %v", digest, sum, ok)
+	}
+	for _, bad := range []string{"", "md5:" + digest[5:], "sha1:!!", "sha1:" + digest[5:20]} {
+		if _, ok := ParseDigest(bad); ok {
+			t.Errorf("ParseDigest(%q) accepted", bad)
+		}
+	}
 }

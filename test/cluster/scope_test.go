@@ -82,6 +82,9 @@ func writeSites(t *testing.T, dir string, n, perSite int) []*site {
 			secPages = append(secPages, chapters)
 		}
 		write := func(path, title string, links []string) {
+			if path != "/" { // each site its own pages: no two sites serve the same bytes (warc.dedup)
+				title = fmt.Sprintf("%s (site %d)", title, i)
+			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "<!DOCTYPE html>\n<html><head><title>%s</title><link rel=\"stylesheet\" href=\"/static/style.css\"></head><body>\n<h1>%s</h1>\n<ul>\n", title, title)
 			for _, l := range links {

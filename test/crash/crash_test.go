@@ -405,15 +405,18 @@ func checkTornRecovered(t *testing.T, torn map[string]int64, tears int, logs str
 	}
 }
 
-// checkWARCCoverage: every expected page has a response record (written before its result
-// is committed, so no kill can lose it).
+// checkWARCCoverage: every expected page has a response record, or a revisit record when its
+// payload was archived before under another URL (warc.dedup): written before its result is
+// committed, so no kill can lose it.
 func checkWARCCoverage(t *testing.T, dir string, exp synthweb.Expectation) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	got := map[string]bool{}
 	for _, f := range files {
-		if err := archive.EachResponse(f, func(h archive.RecordHeader, _ []byte) error {
-			got[h.TargetURI] = true
+		if err := archive.ReadWARC(f, func(h map[string]string, _ []byte) error {
+			if typ := h["WARC-Type"]; typ == "response" || typ == "revisit" {
+				got[h["WARC-Target-URI"]] = true
+			}
 			return nil
 		}); err != nil {
 			t.Fatalf("read %s: %v", f, err)

@@ -136,14 +136,16 @@ func TestSingleNodeCrawl(t *testing.T) {
 		}
 	}
 
-	// The WARC holds one response per page fetch (robots.txt responses
-	// aside), every record passes gowarc's strict validation (syntax,
-	// lengths, digests), and each file's CDXJ index points at its responses.
+	// The WARC holds one response or revisit record per page fetch
+	// (robots.txt responses aside; a revisit for a payload archived under
+	// another URL, warc.dedup), every record passes gowarc's strict
+	// validation (syntax, lengths, digests), and each file's CDXJ index
+	// points at its responses and revisits.
 	files, _ := filepath.Glob(filepath.Join(cfg.Data, "warc", "*.warc.gz"))
 	if len(files) == 0 {
 		t.Fatal("no WARC file written")
 	}
-	responses, requests := 0, 0
+	responses, revisits, requests := 0, 0, 0
 	for _, f := range files {
 		r, err := gowarc.NewWarcFileReader(f, 0, gowarc.WithStrictValidation())
 		if err != nil {
@@ -158,13 +160,18 @@ func TestSingleNodeCrawl(t *testing.T) {
 				t.Fatalf("%s: record at %d: %v %v", f, rec.Offset, err, rec.Validation)
 			}
 			typ := rec.WarcRecord.Type()
-			if typ == gowarc.Response {
+			if typ == gowarc.Response || typ == gowarc.Revisit {
 				fileResponses++
 			}
 			if !strings.HasSuffix(rec.WarcRecord.WarcHeader().Get(gowarc.WarcTargetURI), "/robots.txt") {
 				switch typ {
 				case gowarc.Response:
 					responses++
+				case gowarc.Revisit:
+					if ref, err := rec.WarcRecord.RevisitRef(); err != nil || ref.Profile != archive.ProfileIdenticalPayload || ref.TargetUri == "" || ref.TargetDate == "" {
+						t.Errorf("%s: revisit record at %d: %+v %v", f, rec.Offset, ref, err)
+					}
+					revisits++
 				case gowarc.Request:
 					requests++
 				}
@@ -176,8 +183,8 @@ func TestSingleNodeCrawl(t *testing.T) {
 			t.Errorf("%s: CDXJ index of %d lines for %d responses: %v", f, lines, fileResponses, err)
 		}
 	}
-	if responses != exp.Fetches || requests != exp.Fetches {
-		t.Errorf("WARC holds %d responses and %d requests, want %d each", responses, requests, exp.Fetches)
+	if responses+revisits != exp.Fetches || requests != exp.Fetches {
+		t.Errorf("WARC holds %d responses, %d revisits and %d requests, want %d responses and revisits, and as many requests", responses, revisits, requests, exp.Fetches)
 	}
 
 	// The crawl log has a line per fetched page and per robots-denied URL.
@@ -194,7 +201,7 @@ func TestSingleNodeCrawl(t *testing.T) {
 	if lines != exp.Fetches+len(exp.Disallowed) || robots != len(exp.Disallowed) {
 		t.Errorf("crawl log: %d lines (%d robots), want %d (%d robots)", lines, robots, exp.Fetches+len(exp.Disallowed), len(exp.Disallowed))
 	}
-	t.Logf("crawled %d pages over %d hosts; %d robots-denied; %d WARC files", exp.Fetches, exp.Hosts, robots, len(files))
+	t.Logf("crawled %d pages over %d hosts; %d robots-denied; %d WARC files; %d pages archived as revisits of identical payloads", exp.Fetches, exp.Hosts, robots, len(files), revisits)
 }
 
 // TestStopAndResume stops a node gracefully in the middle of a crawl and

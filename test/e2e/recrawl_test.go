@@ -27,7 +27,8 @@ func recrawlWeb(validators bool, changeEvery time.Duration) synthweb.Config {
 
 // warcCapture is one response or revisit record of a page.
 type warcCapture struct {
-	typ, profile, refersURI, refersDate, date string
+	typ, profile, refersURI, refersDate, date, digest string
+	uri                                               string
 }
 
 // readCaptures reads every WARC file of dir with nlnwa/gowarc (strict,
@@ -62,13 +63,21 @@ func readCaptures(t *testing.T, dir string) map[string][]warcCapture {
 			uri := h.Get(gowarc.WarcTargetURI)
 			if (wr.Type() == gowarc.Response || wr.Type() == gowarc.Revisit) && !strings.HasSuffix(uri, "/robots.txt") {
 				out[uri] = append(out[uri], warcCapture{typ: wr.Type().String(), profile: h.Get(gowarc.WarcProfile),
-					refersURI: h.Get(gowarc.WarcRefersToTargetURI), refersDate: h.Get(gowarc.WarcRefersToDate), date: h.Get(gowarc.WarcDate)})
+					refersURI: h.Get(gowarc.WarcRefersToTargetURI), refersDate: h.Get(gowarc.WarcRefersToDate), date: h.Get(gowarc.WarcDate),
+					digest: h.Get(gowarc.WarcPayloadDigest), uri: uri})
 			}
 			rec.Close()
 		}
 		rd.Close()
 	}
 	return out
+}
+
+// warcBefore reports whether WARC-Date a is before b.
+func warcBefore(a, b string) bool {
+	ta, _ := time.Parse(time.RFC3339Nano, a)
+	tb, _ := time.Parse(time.RFC3339Nano, b)
+	return ta.Before(tb)
 }
 
 // TestRecurringCrawl crawls a web whose pages half change every 3 s with
@@ -119,6 +128,17 @@ func TestRecurringCrawl(t *testing.T) {
 				}
 			}
 			caps := readCaptures(t, filepath.Join(cfg.Data, "warc"))
+			// The first response record of each payload: the one every
+			// revisit record of the payload refers to (warc.dedup), under
+			// its own URL or another's.
+			first := map[string]warcCapture{}
+			for _, cs := range caps {
+				for _, c := range cs {
+					if f, ok := first[c.digest]; c.typ == "response" && (!ok || warcBefore(c.date, f.date)) {
+						first[c.digest] = c
+					}
+				}
+			}
 			var maxLate time.Duration
 			var unchanged, changed int
 			for u := range exp.Pages {
@@ -171,6 +191,21 @@ func TestRecurringCrawl(t *testing.T) {
 				lastFull := ""
 				for i := range want {
 					g := got[i]
+					orig, ok := first[g.digest]
+					if !ok {
+						t.Errorf("%s: capture %d has payload %q, of no response record", u, i, g.digest)
+						continue
+					}
+					if orig.uri != u {
+						// The payload of another URL's capture, archived
+						// before: every capture of this URL is a revisit
+						// of it.
+						if g.typ != "revisit" || g.refersURI != orig.uri || g.refersDate != orig.date ||
+							i == 0 && g.profile != archive.ProfileIdenticalPayload {
+							t.Errorf("%s: capture %d is %+v, want a revisit of %s at %s", u, i, g, orig.uri, orig.date)
+						}
+						continue
+					}
 					if g.typ != want[i].typ || g.profile != want[i].profile || g.refersURI != want[i].refersURI {
 						t.Errorf("%s: capture %d is %+v, want %+v", u, i, g, want[i])
 					}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -136,5 +138,40 @@ func TestNodeEnv(t *testing.T) {
 	env := NodeEnv("PHASECRAWL_DELAY=5ms")
 	if slices.Contains(env, "PHASECRAWL_WORKERS=3") || !slices.Contains(env, "HARNESS_TEST_KEEP=1") || env[len(env)-1] != "PHASECRAWL_DELAY=5ms" {
 		t.Errorf("NodeEnv kept the test's PHASECRAWL_ variables or lost the others: %q", env)
+	}
+}
+
+// TestWARCResponsesRevisits: a 200 response and a revisit of an HTTP 200
+// (the same payload under another URL) count as archived pages; a 404
+// response does not.
+func TestWARCResponsesRevisits(t *testing.T) {
+	dir := t.TempDir()
+	w, err := archive.NewWARCWriter(archive.DefaultWARCConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("<html>same</html>")
+	h := http.Header{"Content-Type": {"text/html"}}
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	req := []byte("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+	rv := archive.Revisit{Profile: archive.ProfileIdenticalPayload, RefersToTargetURI: "http://a.test/1", RefersToDate: at, PayloadDigest: archive.Digest(body)}
+	for _, x := range []archive.Exchange{
+		{Target: "http://a.test/1", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body},
+		{Target: "http://a.test/2", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body, Revisit: &rv},
+		{Target: "http://a.test/gone", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 404, h, len(body)), Body: body},
+	} {
+		if err := w.Write(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := WARCResponses(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["http://a.test/1"] != 1 || got["http://a.test/2"] != 1 {
+		t.Fatalf("WARCResponses = %v, want a.test/1 and a.test/2 once each", got)
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,10 @@ import (
 )
 
 // WARCResponses counts the response records with HTTP status 200 of the
-// WARC files (*.warc.gz) in dir by target URI, robots.txt excluded.
+// WARC files (*.warc.gz) in dir by target URI, robots.txt excluded, and
+// the revisit records of an HTTP 200 (a page whose payload was archived
+// before under another URL, warc.dedup: archived, its payload in the
+// record it refers to).
 func WARCResponses(dir string) (map[string]int, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.warc.gz"))
 	if err != nil {
@@ -27,8 +31,15 @@ func WARCResponses(dir string) (map[string]int, error) {
 				return nil, fmt.Errorf("%s: record at %d: %w", f, rec.Offset, err)
 			}
 			w := rec.WarcRecord
-			if target := w.WarcHeader().Get(gowarc.WarcTargetURI); w.Type() == gowarc.Response && !strings.HasSuffix(target, "/robots.txt") {
+			target := w.WarcHeader().Get(gowarc.WarcTargetURI)
+			switch {
+			case strings.HasSuffix(target, "/robots.txt"):
+			case w.Type() == gowarc.Response:
 				if b, ok := w.Block().(gowarc.HttpResponseBlock); ok && b.HttpStatusCode() == 200 {
+					out[target]++
+				}
+			case w.Type() == gowarc.Revisit:
+				if b, ok := w.Block().(gowarc.ProtocolHeaderBlock); ok && bytes.HasPrefix(b.ProtocolHeaderBytes(), []byte("HTTP/1.1 200 ")) {
 					out[target]++
 				}
 			}
