@@ -301,13 +301,17 @@ func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fr
 		t.hosts[hostKey] = hostMin
 	}
 	// The run of u: the steps on the way it was found, when this tracker
-	// saw the whole way (its page's run is known).
-	run, runKnown := 0, false
+	// saw the whole way (its page's run is known). A URL not found on a
+	// page of its host (a seed, a redirect, a link from another host)
+	// starts a way: its run is 0.
+	run, runKnown := 0, fromPath == ""
 	if fromPath != "" {
 		if fromPlain {
 			runKnown = true
 		} else if r, ok := t.runs[fromURLKey]; ok {
 			run, runKnown = int(r), true
+		} else if depth == 1 {
+			runKnown = true // its page is a seed (depth 0): the way starts there
 		}
 		if step {
 			run++
