@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/signal"
@@ -16,9 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
@@ -463,7 +461,7 @@ func elapsed(d time.Duration) string {
 func summarize(cfg config.Config, n *node.Node, st node.Status, result string, d time.Duration) crawlSummary {
 	sum := crawlSummary{
 		Result: result, Data: cfg.Data, Seconds: d.Seconds(), PagesThisRun: st.PagesFetched,
-		ByStatus: map[string]int64{}, Refused: counterByLabel(n.Metrics().OutOfScope, "reason"),
+		ByStatus: map[string]int64{}, Refused: nonZero(node.CountsByLabel(n.Metrics().OutOfScope, "reason")),
 		Queued:   st.Frontier.InList + st.Frontier.Stalled + st.Frontier.InProgress,
 		CrawlLog: filepath.Join(cfg.Data, "crawl.log"),
 		WARC:     []string{}, CDXJ: []string{},
@@ -508,28 +506,6 @@ func summarize(cfg config.Config, n *node.Node, st node.Status, result string, d
 		}
 	}
 	return sum
-}
-
-// counterByLabel reads a counter vector by one label.
-func counterByLabel(c *prometheus.CounterVec, label string) map[string]int64 {
-	out := map[string]int64{}
-	ch := make(chan prometheus.Metric, 16)
-	go func() {
-		c.Collect(ch)
-		close(ch)
-	}()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		for _, l := range d.Label {
-			if l.GetName() == label && d.Counter.GetValue() > 0 {
-				out[l.GetValue()] += int64(d.Counter.GetValue())
-			}
-		}
-	}
-	return out
 }
 
 // printSummary writes the summary for a person.
@@ -601,4 +577,10 @@ func keyCounts(m map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// nonZero drops the zero counts of m.
+func nonZero(m map[string]int64) map[string]int64 {
+	maps.DeleteFunc(m, func(_ string, v int64) bool { return v == 0 })
+	return m
 }

@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/phasecrawl/phasecrawl/api"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
@@ -75,26 +72,7 @@ func (n *Node) Status() Status {
 }
 
 // errorsByKind reads phasecrawl_fetch_errors_total by kind.
-func (n *Node) errorsByKind() map[string]int64 {
-	out := map[string]int64{}
-	ch := make(chan prometheus.Metric, 16)
-	go func() {
-		n.m.FetchErrors.Collect(ch)
-		close(ch)
-	}()
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) != nil || d.Counter == nil {
-			continue
-		}
-		for _, l := range d.Label {
-			if l.GetName() == "kind" {
-				out[l.GetValue()] = int64(d.Counter.GetValue())
-			}
-		}
-	}
-	return out
-}
+func (n *Node) errorsByKind() map[string]int64 { return CountsByLabel(n.m.FetchErrors, "kind") }
 
 // Ready implements api.Node: the node schedules and fetches.
 func (a apiNode) Ready() bool { return a.ready.Load() }

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the node's Prometheus series. Every name starts with
@@ -152,4 +153,27 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, v := range c.read() {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, state)
 	}
+}
+
+// CountsByLabel reads a counter vector by one of its labels: each value of
+// the label and its count (summed over the other labels), zeros included.
+func CountsByLabel(c *prometheus.CounterVec, label string) map[string]int64 {
+	out := map[string]int64{}
+	ch := make(chan prometheus.Metric, 16)
+	go func() {
+		c.Collect(ch)
+		close(ch)
+	}()
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil || d.Counter == nil {
+			continue
+		}
+		for _, l := range d.Label {
+			if l.GetName() == label {
+				out[l.GetValue()] += int64(d.Counter.GetValue())
+			}
+		}
+	}
+	return out
 }
