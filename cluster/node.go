@@ -758,12 +758,14 @@ func (c *Cluster) update() {
 		// A member declared dead stays in the schedule for a while, and
 		// while this node does not see a majority (quorum.go).
 		names, dropped := c.scheduleNames(names, time.Now())
-		announced := c.announced(names)
-		notBefore := max(announced, c.agreed(names))
-		if latest := c.sched.Latest(); (announced == 0 || dropped) && latest != nil && !equalStrings(latest, NewRing(names).Members()) {
-			// A failure: nobody announced the epoch. Choose one far
-			// enough ahead for the members' choices (gossiped as
-			// NodeMeta.ViewFrom) to meet before its guard starts.
+		announced, agreed := c.announced(names), c.agreed(names)
+		notBefore := max(announced, agreed)
+		if latest := c.sched.Latest(); (announced == 0 || dropped) && agreed == 0 && latest != nil && !equalStrings(latest, NewRing(names).Members()) {
+			// A failure: nobody announced the epoch, and no member
+			// scheduled this list yet. Choose one far enough ahead for
+			// the members' choices (gossiped as NodeMeta.ViewFrom) to
+			// meet before its guard starts; a member that comes to the
+			// same list later takes the epoch gossiped.
 			notBefore = max(notBefore, c.sched.AnnounceEpoch(time.Now(), c.lead))
 		}
 		from = c.sched.SetMembersAfter(names, notBefore)

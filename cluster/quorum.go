@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,26 +179,75 @@ func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dr
 		return out, false
 	}
 	var quorate *bool
+	isQuorate := func() bool {
+		if quorate == nil {
+			q := !c.q.fenced.Load() && c.quorate(now)
+			quorate = &q
+		}
+		return *quorate
+	}
+	var waiting []string // declared dead here, not yet past excludeAfter
 	for _, m := range c.members.All() {
 		if m.State != StateDead || m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) || slices.Contains(names, m.Name) {
 			continue
 		}
 		if now.Before(m.Seen.Add(c.excludeAfter())) {
 			out = append(out, m.Name)
+			waiting = append(waiting, m.Name)
 			continue
 		}
-		if quorate == nil {
-			q := !c.q.fenced.Load() && c.quorate(now)
-			quorate = &q
-		}
-		if !*quorate {
+		if !isQuorate() {
 			out = append(out, m.Name)
 			continue
 		}
 		dropped = true
 	}
 	slices.Sort(out)
+	if len(waiting) > 0 && isQuorate() {
+		// Each member counts excludeAfter from the moment it declared the
+		// dead one dead, and they may learn of a death seconds apart: a
+		// member that drops it first gossips its list (NodeMeta.View).
+		// The others follow that list at its epoch rather than at their
+		// own, later one, so that no two members work on one phase with
+		// two different lists (two members on one host at once).
+		slices.Sort(waiting)
+		if next, ok := c.followDrop(out, waiting); ok {
+			return next, true
+		}
+	}
 	return out, dropped
+}
+
+// followDrop returns the list list less some of the members declared dead
+// in waiting that a member seen alive has already scheduled (its
+// NodeMeta.View), preferring the list that drops the most of them; ok is
+// false when no member scheduled any such list.
+func (c *Cluster) followDrop(list, waiting []string) (out []string, ok bool) {
+	views := map[string]bool{}
+	for _, m := range c.members.Alive() {
+		if m.Name != c.cfg.Name && m.View != "" && m.ViewFrom > 0 {
+			views[m.View] = true
+		}
+	}
+	if len(views) == 0 || len(waiting) > 16 {
+		return nil, false
+	}
+	best := -1
+	// Every subset of waiting, largest first by count of members dropped.
+	for mask := 1; mask < 1<<len(waiting); mask++ {
+		n := bits.OnesCount(uint(mask))
+		if n <= best {
+			continue
+		}
+		cand := slices.DeleteFunc(slices.Clone(list), func(name string) bool {
+			i := slices.Index(waiting, name)
+			return i >= 0 && mask&(1<<i) != 0
+		})
+		if views[RingHash(cand)] {
+			out, best = cand, n
+		}
+	}
+	return out, best > 0
 }
 
 // exclusionDue reports whether a member declared dead is still in the latest

@@ -179,13 +179,18 @@ func TestScheduleNames(t *testing.T) {
 		bHeardAgo time.Duration // b's last heartbeat; b's gossip is a minute old
 		want      []string
 		dropped   bool
-		fenced    bool // this node is fenced (or rejoining)
+		fenced    bool     // this node is fenced (or rejoining)
+		bView     []string // the list b scheduled (NodeMeta.View)
 	}{
-		{"declared dead a moment ago", 5 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, false},
-		{"dead past takeover_after, majority seen", 20 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b"}, true, false},
-		{"dead past takeover_after, no majority", 20 * time.Second, StateDead, 3 * time.Second, []string{"a", "b", "c"}, false, false},
-		{"left", time.Second, StateLeft, 0, []string{"a", "b"}, false, false},
-		{"majority seen, still fenced", 20 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, true},
+		{"declared dead a moment ago", 5 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, false, nil},
+		{"dead past takeover_after, majority seen", 20 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b"}, true, false, nil},
+		{"dead past takeover_after, no majority", 20 * time.Second, StateDead, 3 * time.Second, []string{"a", "b", "c"}, false, false, nil},
+		{"left", time.Second, StateLeft, 0, []string{"a", "b"}, false, false, nil},
+		{"majority seen, still fenced", 20 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, true, nil},
+		{"declared dead a moment ago, b dropped it", 5 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b"}, true, false, []string{"a", "b"}},
+		{"declared dead a moment ago, b dropped another", 5 * time.Second, StateDead, 100 * time.Millisecond, []string{"a", "b", "c"}, false, false, []string{"a", "c"}},
+		{"declared dead a moment ago, b dropped it, no majority", 5 * time.Second, StateDead, 3 * time.Second, []string{"a", "b", "c"}, false, false, []string{"a", "b"}},
+		{"declared dead a moment ago, b dropped it, still fenced", 5 * time.Second, StateDead, 0, []string{"a", "b", "c"}, false, true, []string{"a", "b"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,10 +200,14 @@ func TestScheduleNames(t *testing.T) {
 				t.Fatal(err)
 			}
 			sched.SetMembersFrom(0, []string{"a", "b", "c"})
+			b := Member{Name: "b", State: StateAlive, Seen: now.Add(-time.Minute)}
+			if tc.bView != nil {
+				b.View, b.ViewFrom = RingHash(tc.bView), 7
+			}
 			ms := &Members{
 				nodes: map[string]Member{
 					"a": {Name: "a", State: StateAlive, Seen: now.Add(-time.Minute)},
-					"b": {Name: "b", State: StateAlive, Seen: now.Add(-time.Minute)},
+					"b": b,
 				},
 				gone: map[string]Member{"c": {Name: "c", State: tc.state, Seen: now.Add(-tc.deadAgo)}},
 			}

@@ -179,7 +179,10 @@ func runScenario(t *testing.T, sc scenario) {
 		t.Fatal(err)
 	}
 	vs := harness.Violations(rep, c.exp, s.delay, sc.nodes)
-	overlaps, gaps := 0, 0
+	if len(vs) > 20 {
+		vs = append(vs[:20], fmt.Sprintf("… %d more", len(vs)-20))
+	}
+	overlaps, gaps, shown := 0, 0, 0
 	for _, in := range synthweb.Incidents(visits, harness.HostGap(c.exp, s.delay)) {
 		switch in.Kind {
 		case "overlap":
@@ -187,8 +190,10 @@ func runScenario(t *testing.T, sc scenario) {
 		case "gap":
 			gaps++
 		}
-		if in.Kind != "duplicate" && len(vs) < 40 {
-			vs = append(vs, "  at "+in.At.UTC().Format("15:04:05.000000")+": "+in.String())
+		if in.Kind != "duplicate" && shown < 20 {
+			// When, against the timeline below.
+			shown++
+			vs = append(vs, fmt.Sprintf("  at %s (%+.2fs after the cut): %s", in.At.UTC().Format("15:04:05.000000"), in.At.Sub(cutAt).Seconds(), in.String()))
 		}
 	}
 	minGap := time.Duration(-1)
