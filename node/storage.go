@@ -100,21 +100,23 @@ func (g *diskGuard) check() {
 }
 
 // Storage write retries (retryWrite): the first waits storageRetryFirst,
-// each next one twice as long up to storageRetryMax, storageRetries in all.
+// each next one twice as long up to storageRetryMax, and then every
+// storageRetryMax until the write goes through or the node stops: the disk
+// guard pauses the node meanwhile, and an operator who frees space gets the
+// trip's pages recorded without a restart.
 const (
 	storageRetryFirst = 100 * time.Millisecond
 	storageRetryMax   = 5 * time.Second
-	storageRetries    = 12 // ~40 s in all
 )
 
 // retryWrite waits before the next try of a failed durable write (try
 // counts from 0) and reports whether to try again: not once the node is
-// stopping, the frontier is closed or the tries are used up.
+// stopping or the frontier is closed.
 func (n *Node) retryWrite(ctx context.Context, try int, err error) bool {
-	if try+1 >= storageRetries || ctx.Err() != nil || errors.Is(err, frontier.ErrClosed) || errors.Is(err, context.Canceled) {
+	if ctx.Err() != nil || errors.Is(err, frontier.ErrClosed) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	t := time.NewTimer(min(storageRetryFirst<<try, storageRetryMax))
+	t := time.NewTimer(min(storageRetryFirst<<min(try, 16), storageRetryMax))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -1133,8 +1133,9 @@ func (t *hostTrip) commit() {
 	}
 	t.requeue = t.dropGuests(t.requeue)
 	added := t.added
-	// A write that fails (a full disk) is tried again for a while: the
-	// disk guard pauses the node meanwhile, and space may come back.
+	// A write that fails (a full disk) is tried again until it goes
+	// through or the node stops: the disk guard pauses the node
+	// meanwhile, and space may come back.
 	found := t.unsent(t.found)
 	var local []frontier.NewURL
 	var err error
@@ -1156,7 +1157,8 @@ func (t *hostTrip) commit() {
 		n.log.Error("record host trip", "error", err, "urls", len(local), "results", len(t.results), "try", try+1)
 		n.storageFailed(storeFrontier, err)
 		if !n.retryWrite(ctx, try, err) {
-			// The pages stay IN_PROGRESS; on restart they are fetched again and their links found again.
+			// The node stops: the pages stay IN_PROGRESS, and on restart
+			// they are fetched again and their links found again.
 			return
 		}
 	}
