@@ -13,7 +13,7 @@ const (
 	ReasonPathRepeats = "path_repeats" // a path segment or a sequence of segments repeated
 	ReasonPathDepth   = "path_depth"   // more path segments than scope.max_path_depth
 	ReasonQueryParams = "query_params" // more query parameters than scope.max_query_params
-	ReasonURLPattern  = "url_pattern"  // a URL pattern grown deeper than scope.max_pattern_depth
+	ReasonURLPattern  = "url_pattern"  // a step whose run is over scope.max_pattern_depth
 	ReasonFacets      = "facets"       // more parameter combinations on one path than scope.max_query_sets
 )
 
