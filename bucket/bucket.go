@@ -57,6 +57,7 @@ type Item struct {
 	FP    uint64 // frontier fingerprint of URL
 	URL   string // normalized URL
 	Depth int
+	Run   int // frontier.Record.Run: the steps on the way it was found
 	Tries int
 	// Due is, for a revisit (recurring crawls), when the URL was due
 	// again; zero for a first visit.

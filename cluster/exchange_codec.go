@@ -135,14 +135,32 @@ const MaxEntryRedirects = 255
 // the same field.
 const kindDue = 0x40
 
-// appendEntry encodes e: kind (| kindRedirects, then the redirect chain
-// length, when it is not 0), uvarint depth, uvarint-length host,
-// uvarint-length URL.
+// kindRun, set in an entry's kind byte, says that a uvarint follows (after
+// the Due, if any): NewURL.Run, the steps on the way the URL was found
+// (fetch.TrapConfig.Run), which its owner keeps in its record so that the
+// member that fetches the URL counts the runs of its links from it.
+// Entries with run 0 are encoded as before it existed; a receiver that
+// predates it refuses a batch with a run (an unknown kind) and the sender
+// keeps it until the receiver is upgraded.
+const kindRun = 0x20
+
+// MaxEntryRun is the largest run an entry carries
+// (scope.max_pattern_depth is at most 100,000).
+const MaxEntryRun = 1 << 20
+
+// appendEntry encodes e: kind (| kindRedirects, kindDue, kindRun for the
+// fields that follow when set), the redirect chain length, the Due or
+// LastMod (uvarint Unix ms), the run (uvarint), then uvarint depth,
+// uvarint-length host, uvarint-length URL.
 func appendEntry(b []byte, e Entry) []byte {
 	k := byte(e.Kind)
 	r := min(max(e.Redirects, 0), MaxEntryRedirects)
 	if r > 0 {
 		k |= kindRedirects
+	}
+	run := min(max(e.Run, 0), MaxEntryRun)
+	if run > 0 {
+		k |= kindRun
 	}
 	at := e.Due
 	if e.Kind == KindNew {
@@ -158,6 +176,9 @@ func appendEntry(b []byte, e Entry) []byte {
 	}
 	if k&kindDue != 0 {
 		b = binary.AppendUvarint(b, uint64(due))
+	}
+	if run > 0 {
+		b = binary.AppendUvarint(b, uint64(run))
 	}
 	b = binary.AppendUvarint(b, uint64(e.Depth))
 	b = binary.AppendUvarint(b, uint64(len(e.Host)))
@@ -223,7 +244,11 @@ func (d *decoder) entry() Entry {
 		e.Redirects = int(d.byte())
 	}
 	e.Kind = Kind(k &^ kindRedirects) // an unknown kind is reported whole by checkEntry
-	if base := Kind(k &^ (kindRedirects | kindDue)); base <= maxKind && k&kindDue != 0 {
+	base := Kind(k &^ (kindRedirects | kindDue | kindRun))
+	if base <= maxKind {
+		e.Kind = Kind(k &^ (kindRedirects | kindRun))
+	}
+	if base <= maxKind && k&kindDue != 0 {
 		e.Kind = base
 		if ms := d.uvarint(); d.err == nil {
 			if ms > 1<<53 {
@@ -239,6 +264,15 @@ func (d *decoder) entry() Entry {
 				}
 			}
 		}
+	}
+	if base <= maxKind && k&kindRun != 0 {
+		run := d.uvarint()
+		if d.err == nil && (run == 0 || run > MaxEntryRun) {
+			// 0 is never encoded: an entry decodes to what re-encodes the same.
+			d.err = fmt.Errorf("run %d: must be 1..%d", run, MaxEntryRun)
+			return e
+		}
+		e.Run = int(run)
 	}
 	depth := d.uvarint()
 	e.Host = d.str(MaxEntryHost)

@@ -90,6 +90,8 @@ func FuzzDecodeBatch(f *testing.F) {
 		{Kind: KindDone, NewURL: frontier.NewURL{URL: "http://d/x", Host: "d"}}}}))
 	f.Add([]byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Add(encodeAck(ack{ID: 1}))
+	f.Add(EncodeBatch(Batch{ID: 8, Entries: []Entry{{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://r/2", Host: "r", Depth: 3, Run: 2, Redirects: 1,
+		LastMod: time.UnixMilli(1_800_000_000_000)}}}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		b, err := DecodeBatch(p)
 		if err != nil {
@@ -134,5 +136,56 @@ func TestBatchCodecDue(t *testing.T) {
 	}
 	if _, err := decodeEntry([]byte{byte(KindDone) | kindDue, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 0, 1, 'h', 1, 'u'}); err == nil || !strings.Contains(err.Error(), "due") {
 		t.Errorf("huge due: %v", err)
+	}
+}
+
+// TestBatchCodecRun: a URL's run travels with it (after the Due), in any
+// kind; an entry with run 0 is encoded as before runs were carried, and a
+// run out of range, or an encoded 0, is an error.
+func TestBatchCodecRun(t *testing.T) {
+	due := time.UnixMilli(1_800_000_000_123)
+	b := Batch{ID: 11, Entries: []Entry{
+		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a.test/cal/2026-12/", Host: "a.test", Depth: 2, Run: 1}},
+		{Kind: KindNew, NewURL: frontier.NewURL{URL: "http://a.test/cal/2027-01/", Host: "a.test", Depth: 3, Run: 10, Redirects: 2, LastMod: due}},
+		{Kind: KindMoved, NewURL: frontier.NewURL{URL: "http://a.test/cal/2027-02/", Host: "a.test", Depth: 4, Run: MaxEntryRun, Due: due}},
+		{Kind: KindLend, NewURL: frontier.NewURL{URL: "http://a.test/cal/2027-03/", Host: lendHost("a.test", 3, 1, "m"), Depth: 5, Run: 4}},
+	}}
+	got, err := DecodeBatch(EncodeBatch(b))
+	if err != nil || !reflect.DeepEqual(got, b) {
+		t.Fatalf("round trip with runs: %+v %v", got, err)
+	}
+	a := ack{ID: 2, Lent: b.Entries[3:]}
+	if got, err := decodeAck(encodeAck(a)); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("ack with a lent run: %+v %v", got, err)
+	}
+	plain := Entry{Kind: KindNew, NewURL: frontier.NewURL{URL: "u", Host: "h", Depth: 1}}
+	withRun := plain
+	withRun.Run = 3
+	p, q := appendEntry(nil, plain), appendEntry(nil, withRun)
+	if p[0] != byte(KindNew) || q[0] != byte(KindNew)|kindRun || string(q[2:]) != string(p[1:]) || q[1] != 3 {
+		t.Fatalf("entry with run 3 encoded as % x, without as % x", q, p)
+	}
+	for i := 1; i < len(q); i++ {
+		if _, err := decodeEntry(q[:i]); err == nil {
+			t.Errorf("entry cut at %d of %d bytes decoded", i, len(q))
+		}
+	}
+	if e, err := decodeEntry(appendEntry(nil, Entry{Kind: KindNew, NewURL: frontier.NewURL{URL: "u", Host: "h", Run: MaxEntryRun + 5}})); err != nil || e.Run != MaxEntryRun {
+		t.Errorf("run over the limit: encoded as %d, %v; want it capped at %d", e.Run, err, MaxEntryRun)
+	}
+	for _, c := range []struct {
+		name string
+		p    []byte
+	}{
+		{"run 0", []byte{byte(KindNew) | kindRun, 0, 0, 1, 'h', 1, 'u'}},
+		{"run too large", []byte{byte(KindNew) | kindRun, 0x81, 0x80, 0x80, 0x01, 0, 1, 'h', 1, 'u'}},
+	} {
+		if _, err := decodeEntry(c.p); err == nil || !strings.Contains(err.Error(), "run") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	// An unknown kind with the run bit is reported as the kind it is.
+	if _, err := decodeEntry([]byte{9 | kindRun, 1, 0, 1, 'h', 1, 'u'}); err == nil || !strings.Contains(err.Error(), "kind 41") {
+		t.Errorf("unknown kind with a run: %v", err)
 	}
 }

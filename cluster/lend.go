@@ -565,7 +565,7 @@ func (c *Cluster) receiveNew(ctx context.Context, peer string, urls []frontier.N
 	size := 0
 	for i, fp := range offer.fps {
 		u := urls[offer.idx[i]]
-		e := frontier.NewURL{URL: u.URL, Host: lendHost(offer.hosts[i], offer.epoch, 0, c.cfg.Name), Depth: u.Depth, Redirects: u.Redirects}
+		e := frontier.NewURL{URL: u.URL, Host: lendHost(offer.hosts[i], offer.epoch, 0, c.cfg.Name), Depth: u.Depth, Run: u.Run, Redirects: u.Redirects}
 		es := EntrySize(Entry{Kind: KindLend, NewURL: e}) // as the ack encodes it
 		if !isNew[fp] || size+es > maxBytes {
 			back = append(back, i)
@@ -717,7 +717,7 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		if c.Held(r.FP) {
 			continue // lent already, another member's, or its owner is away
 		}
-		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries, c.cfg.Name), Depth: r.Depth}
+		u := frontier.NewURL{URL: r.URL, Host: lendHost(r.Host, epoch, r.Tries, c.cfg.Name), Depth: r.Depth, Run: r.Run}
 		if redirects != nil {
 			u.Redirects = redirects.RedirectsOf(r.FP)
 		}

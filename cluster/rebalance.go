@@ -150,7 +150,7 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		us := make([]frontier.NewURL, len(is))
 		for k, i := range is {
 			r := claimed[i]
-			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Due: r.Due}
+			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Run: r.Run, Due: r.Due}
 			if g.kind == KindMoved && c.lends.marks != nil {
 				if lm, ok := c.lends.markOf(r.FP); ok {
 					us[k].Host = movedHost(r.Host, lm) // the new owner waits for the lend

@@ -287,9 +287,10 @@ type Scope struct {
 	// MaxQueryParams refuses a URL with more query parameters (after
 	// canonicalization); 0 = off. Default 16, valid 0..1000.
 	MaxQueryParams int `yaml:"max_query_params"`
-	// MaxPatternDepth refuses a URL found more links deeper than the
-	// shallowest URL of its pattern on its host (digits replaced, same
-	// parameter names); 0 = off. Default 10, valid 0..100000.
+	// MaxPatternDepth refuses a step (a link to the next month, day or
+	// page: the same pattern, digits replaced, a number one apart) with
+	// more steps than this on the way it was found; 0 = off. Default 10,
+	// valid 0..100000.
 	MaxPatternDepth int `yaml:"max_pattern_depth"`
 	// MaxQuerySets is the most distinct sets of query parameter names
 	// admitted on one path pattern of a host (facets); 0 = off. Default 32,

@@ -162,7 +162,7 @@ func BindFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.IntVar(&cfg.Scope.MaxSegmentRepeats, "max-segment-repeats", cfg.Scope.MaxSegmentRepeats, "times a path segment sequence may repeat in a row (0 = off)")
 	fs.IntVar(&cfg.Scope.MaxPathDepth, "max-path-depth", cfg.Scope.MaxPathDepth, "path segments of a URL (0 = off)")
 	fs.IntVar(&cfg.Scope.MaxQueryParams, "max-query-params", cfg.Scope.MaxQueryParams, "query parameters of a URL (0 = off)")
-	fs.IntVar(&cfg.Scope.MaxPatternDepth, "max-pattern-depth", cfg.Scope.MaxPatternDepth, "links below the shallowest URL of its pattern a URL may be found (0 = off)")
+	fs.IntVar(&cfg.Scope.MaxPatternDepth, "max-pattern-depth", cfg.Scope.MaxPatternDepth, "steps (next month, day or page) on the way to a URL before a step is refused (0 = off)")
 	fs.IntVar(&cfg.Scope.MaxQuerySets, "max-query-sets", cfg.Scope.MaxQuerySets, "query parameter name sets per path pattern of a host (0 = off)")
 	fs.Int64Var(&cfg.MaxPages, "max-pages", cfg.MaxPages, "crawl budget: pages this node fetches before it starts no new request (0 = unlimited)")
 	fs.DurationVar(&cfg.MaxDuration, "max-duration", cfg.MaxDuration, "crawl budget: time after the node's start when it starts no new request (0 = unlimited)")

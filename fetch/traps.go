@@ -3,7 +3,6 @@ package fetch
 import (
 	"fmt"
 	"hash/maphash"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -14,13 +13,15 @@ const (
 	ReasonPathRepeats = "path_repeats" // a path segment or a sequence of segments repeated
 	ReasonPathDepth   = "path_depth"   // more path segments than scope.max_path_depth
 	ReasonQueryParams = "query_params" // more query parameters than scope.max_query_params
-	ReasonURLPattern  = "url_pattern"  // a URL pattern grown deeper than scope.max_pattern_depth
+	ReasonURLPattern  = "url_pattern"  // a step whose run is over scope.max_pattern_depth
 	ReasonFacets      = "facets"       // more parameter combinations on one path than scope.max_query_sets
 )
 
 // TrapConfig holds the limits that stop a crawl from following crawler
 // traps: URL spaces a site generates without end (calendars, paths that
-// grow, facet combinations). A zero field turns its rule off.
+// grow, facet combinations). A zero field turns its rule off. CheckPath and
+// Run apply the rules that need no state beside the URL's own run;
+// TrapTracker the one that counts per host.
 // docs/design/traps.md describes each rule and its default.
 type TrapConfig struct {
 	// MaxSegmentRepeats: the most times a sequence of path segments may
@@ -31,8 +32,8 @@ type TrapConfig struct {
 	MaxPathDepth int
 	// MaxQueryParams: the most query parameters (after canonicalization).
 	MaxQueryParams int
-	// MaxPatternDepth: how many links deeper than the shallowest URL of
-	// its pattern on its host a URL may be found (see Pattern).
+	// MaxPatternDepth: the most steps (the next month, day or page: see
+	// Run) on the way a URL was found.
 	MaxPatternDepth int
 	// MaxQuerySets: the most distinct sets of query parameter names
 	// admitted on one path pattern of a host (facet combinations).
@@ -157,232 +158,103 @@ func queryNames(rawQuery string) string {
 	return strings.Join(slices.Compact(names), "&")
 }
 
-// MaxTrapPatterns is the most URL patterns a TrapTracker keeps; when it
-// has as many, it forgets them all and starts over.
+// Run applies the pattern rule (MaxPatternDepth) to a URL with the
+// escaped path and raw query found on the page fromPath?fromQuery of its
+// host, whose run is fromRun: it returns the URL's run and, when the rule
+// refuses it, the reason.
+//
+// The run of a URL is the number of steps on the way it was found: a URL
+// that is a step of the page it was found on (the same Pattern and query
+// names, and the first number in which the two differ differs by one: the
+// next month, day or page) has its page's run plus one; any other link has
+// its page's run; a URL without a pattern (no digit, no query), and a URL
+// not found on a page of its host (fromPath "": a seed, a link from
+// another host, a sitemap's entry of another host), start a run: 0. A step
+// whose run is over MaxPatternDepth is refused: an endless sequence
+// (a calendar's next month) steps at every link, while a site's pages that
+// share a pattern are found, most of them, from pages that are not their
+// neighbours. Only steps are refused: a page refused as a step is admitted
+// when any other link leads to it.
+//
+// The run depends on the URL's way alone, not on what the node checked
+// before: the caller keeps it with the URL (in its frontier record, and in
+// the exchange when another member owns it), so every member of a cluster,
+// and a crawl resumed on the same data, decides with the run a node alone
+// would have. With the rule off (MaxPatternDepth 0) every run is 0.
+func (c TrapConfig) Run(path, rawQuery, fromPath, fromQuery string, fromRun int) (run int, reason string) {
+	if c.MaxPatternDepth <= 0 || fromPath == "" {
+		return 0, ""
+	}
+	if _, digits := Pattern(path); !digits && rawQuery == "" {
+		return 0, ""
+	}
+	run = max(fromRun, 0)
+	if isStep(fromPath+"?"+fromQuery, path+"?"+rawQuery) {
+		run++
+		if run > c.MaxPatternDepth {
+			return run, ReasonURLPattern
+		}
+	}
+	return run, ""
+}
+
+// MaxTrapPatterns is the most parameter-name sets a TrapTracker keeps;
+// when it has as many, it forgets them all and starts over.
 const MaxTrapPatterns = 1 << 18
 
-// TrapTracker applies the per-host rules, which keep state: the pattern
-// depth (MaxPatternDepth) and the facet combinations (MaxQuerySets). It
-// is safe for concurrent use. Its memory is bounded by MaxTrapPatterns
-// patterns and MaxTrapPatterns parameter-name sets.
+// TrapTracker applies the rule that keeps state per host: the facet
+// combinations (MaxQuerySets). It is safe for concurrent use. Its memory
+// is bounded by MaxTrapPatterns path patterns and MaxTrapPatterns
+// parameter-name sets.
 type TrapTracker struct {
 	cfg  TrapConfig
 	seed maphash.Seed
 
-	mu       sync.Mutex
-	patterns map[uint64]patternState // hash(host, pattern, names) -> state
-	paths    map[uint64]int32        // hash(host, path pattern) -> distinct name sets seen
-	sets     map[uint64]struct{}     // hash(host, path pattern, names): name sets seen
-	// runs holds, for the URLs with a pattern found here, the steps on the
-	// way they were found (see Check); a URL not in it was found elsewhere
-	// (another member, before a restart) or forgotten.
-	runs map[uint64]uint8 // hash(host, path, query) -> steps
-	// hosts holds the shallowest depth of a page of each host whose links
-	// were checked here: no pattern of the host is shallower than one
-	// below it.
-	hosts map[uint64]int32 // hash(host) -> depth
-}
-
-// unknownSteps is how many steps deeper than maxDepth below their
-// pattern's shallowest, their runs unknown, a tracker admits for one
-// pattern: half the pattern depth, at least one.
-func unknownSteps(maxDepth int) int { return max(1, maxDepth/2) }
-
-type patternState struct {
-	minDepth int32
-	// steps counts the steps of the pattern admitted here deeper than
-	// MaxPatternDepth below its shallowest whose run was not known (found
-	// on a page another member found): the depth alone would refuse the
-	// pages of a real site that a cluster's crawl reaches deep, so such a
-	// step is refused only once unknownSteps of them were admitted (a
-	// site's pages link to the next number by chance, a few times a
-	// pattern; an endless sequence does at every page).
-	steps int32
+	mu    sync.Mutex
+	paths map[uint64]int32    // hash(host, path pattern) -> distinct name sets seen
+	sets  map[uint64]struct{} // hash(host, path pattern, names): name sets seen
 }
 
 // NewTrapTracker returns a tracker of c's per-host rules.
 func NewTrapTracker(c TrapConfig) *TrapTracker {
-	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), patterns: map[uint64]patternState{}, paths: map[uint64]int32{}, sets: map[uint64]struct{}{},
-		runs: map[uint64]uint8{}, hosts: map[uint64]int32{}}
+	return &TrapTracker{cfg: c, seed: maphash.MakeSeed(), paths: map[uint64]int32{}, sets: map[uint64]struct{}{}}
 }
 
-// Check applies the per-host rules to a URL of host with the escaped path
-// and raw query, found at link depth depth on the page fromPath?fromQuery
-// of the same host ("" when it was not found on a page of its host: a
-// seed, a redirect, a sitemap, a link from another host): the reason when
-// one refuses it, else "". A URL it admits is remembered.
-//
-// The pattern of a URL is its path's Pattern with the names of its query
-// parameters. The shallowest depth at which a URL of a pattern was found
-// on a page of its host is remembered (a link from another host may lead
-// deep into a site, to a page shallower than the site's own); a URL found
-// on a page of another pattern counts as found one link below that
-// pattern's shallowest (the day pages of a calendar's month are as deep
-// as the month, for a member of a cluster that fetched only later months
-// too). A URL that is a step of the page it was found on (the
-// same pattern, and the first number in which the two differ differs by
-// one: the next month, day or page) is refused when it lies more than
-// MaxPatternDepth links deeper than that: an endless sequence grows one
-// link deeper at each step, while a site's pages of one pattern link to
-// each other at about the same depth, and a page refused as a step is
-// still admitted when another link leads to it. When the tracker found
-// the page on the way from a page without a pattern itself (one node
-// alone), it also knows the run of the URL, the steps on that way (a
-// link that is not a step keeps its page's run): a URL is then refused
-// only if its run, too, is over MaxPatternDepth, so a page of a real site
-// that lies deep only because the crawl happened to find it late is not
-// refused. The distinct sets of
-// parameter names on one path pattern are counted; past MaxQuerySets, a
-// URL with a new set is refused (facets combined without end).
-func (t *TrapTracker) Check(host, path, rawQuery string, depth int, fromPath, fromQuery string) string {
-	if t == nil || (t.cfg.MaxPatternDepth <= 0 && t.cfg.MaxQuerySets <= 0) {
+// Check applies the per-host rule to a URL of host with the escaped path
+// and raw query: the reason when it refuses it, else "". The distinct sets
+// of parameter names on one path pattern (Pattern) of a host are counted;
+// past MaxQuerySets, a URL with a new set is refused (facets combined
+// without end). A set it admits is remembered.
+func (t *TrapTracker) Check(host, path, rawQuery string) string {
+	if t == nil || t.cfg.MaxQuerySets <= 0 || rawQuery == "" {
 		return ""
 	}
-	pat, digits := Pattern(path)
-	if !digits && rawQuery == "" {
-		return ""
-	}
-	names := ""
-	if rawQuery != "" {
-		names = queryNames(rawQuery)
-	}
+	pat, _ := Pattern(path)
 	var h maphash.Hash
 	h.SetSeed(t.seed)
 	h.WriteString(host)
-	hostKey := h.Sum64()
 	h.WriteByte(0)
 	h.WriteString(pat)
 	pathKey := h.Sum64()
 	h.WriteByte('?')
-	h.WriteString(names)
+	h.WriteString(queryNames(rawQuery))
 	key := h.Sum64()
-	step := fromPath != "" && isStep(fromPath+"?"+fromQuery, path+"?"+rawQuery)
-	urlKey := t.urlKey(host, path, rawQuery)
-	var fromURLKey uint64
-	fromPlain := true // the page has no pattern: no step leads to it, its run is 0
-	if fromPath != "" {
-		if _, ok := Pattern(fromPath); ok || fromQuery != "" {
-			fromURLKey, fromPlain = t.urlKey(host, fromPath, fromQuery), false
-		}
-	}
-	var fromKey uint64
-	fromPat := false
-	if fromPath != "" && !step {
-		if fp, ok := Pattern(fromPath); ok || fromQuery != "" {
-			h.Reset()
-			h.WriteString(host)
-			h.WriteByte(0)
-			h.WriteString(fp)
-			h.WriteByte('?')
-			if fromQuery != "" {
-				h.WriteString(queryNames(fromQuery))
-			}
-			fromKey, fromPat = h.Sum64(), true
-		}
-	}
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.patterns) >= MaxTrapPatterns || len(t.sets) >= MaxTrapPatterns {
-		clear(t.patterns)
+	if len(t.paths) >= MaxTrapPatterns || len(t.sets) >= MaxTrapPatterns {
 		clear(t.paths)
 		clear(t.sets)
 	}
-	if len(t.runs) >= maxTrapRuns {
-		clear(t.runs)
+	if _, seen := t.sets[key]; seen {
+		return ""
 	}
-	if len(t.hosts) >= MaxTrapPatterns {
-		clear(t.hosts)
+	if int(t.paths[pathKey]) >= t.cfg.MaxQuerySets {
+		return ReasonFacets
 	}
-	d := int32(min(depth, 1<<30))
-	hostMin, hostSeen := t.hosts[hostKey]
-	if fromPath != "" && (!hostSeen || d-1 < hostMin) {
-		hostMin, hostSeen = d-1, true // the page the URL was found on
-		t.hosts[hostKey] = hostMin
-	}
-	// The run of u: the steps on the way it was found, when this tracker
-	// saw the whole way (its page's run is known). A URL not found on a
-	// page of its host (a seed, a redirect, a link from another host)
-	// starts a way: its run is 0.
-	run, runKnown := 0, fromPath == ""
-	if fromPath != "" {
-		if fromPlain {
-			runKnown = true
-		} else if r, ok := t.runs[fromURLKey]; ok {
-			run, runKnown = int(r), true
-		} else if depth == 1 {
-			runKnown = true // its page is a seed (depth 0): the way starts there
-		}
-		if step {
-			run++
-		}
-	}
-	newSet := false
-	if t.cfg.MaxQuerySets > 0 && rawQuery != "" {
-		if _, seen := t.sets[key]; !seen {
-			if int(t.paths[pathKey]) >= t.cfg.MaxQuerySets {
-				return ReasonFacets
-			}
-			newSet = true
-		}
-	}
-	st, seen := t.patterns[key]
-	if step && seen && t.cfg.MaxPatternDepth > 0 && d > st.minDepth && int(d-st.minDepth) > t.cfg.MaxPatternDepth {
-		switch {
-		case runKnown && run > t.cfg.MaxPatternDepth:
-			return ReasonURLPattern
-		case !runKnown && int(st.steps) >= unknownSteps(t.cfg.MaxPatternDepth):
-			return ReasonURLPattern
-		case !runKnown && st.steps < math.MaxInt32:
-			st.steps++
-			t.patterns[key] = st
-		}
-	}
-	if runKnown {
-		if r, ok := t.runs[urlKey]; !ok || int(r) > run {
-			t.runs[urlKey] = uint8(min(run, 255))
-		}
-	}
-	if fromPath != "" {
-		base := d
-		if fromPat { // found on a page of another pattern: no deeper than one below that pattern's shallowest
-			if fs, ok := t.patterns[fromKey]; ok && fs.minDepth+1 < base {
-				base = fs.minDepth + 1
-			}
-		}
-		if hostSeen && hostMin+1 < base {
-			// A pattern counts from no deeper than one below the host's
-			// shallowest page here: a member that meets a sequence in its
-			// middle, before its start, knows where the host begins.
-			base = hostMin + 1
-		}
-		if !seen {
-			t.patterns[key] = patternState{minDepth: base}
-		} else if base < st.minDepth {
-			st.minDepth = base
-			t.patterns[key] = st
-		}
-	}
-	if newSet {
-		t.sets[key] = struct{}{}
-		t.paths[pathKey]++
-	}
+	t.sets[key] = struct{}{}
+	t.paths[pathKey]++
 	return ""
-}
-
-// maxTrapRuns bounds the runs a TrapTracker keeps (about 20 MB); when
-// full, it forgets them, and the pattern depth alone decides.
-const maxTrapRuns = 1 << 20
-
-func (t *TrapTracker) urlKey(host, path, rawQuery string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(t.seed)
-	h.WriteString(host)
-	h.WriteByte(0)
-	h.WriteString(path)
-	h.WriteByte('?')
-	h.WriteString(rawQuery)
-	return h.Sum64()
 }
 
 // isStep reports whether the URL b (path?query) is a step from a: both
@@ -440,11 +312,4 @@ func smallNumber(s string) (int64, bool) {
 		v = v*10 + int64(s[i]-'0')
 	}
 	return v, true
-}
-
-// Len is the number of patterns the tracker remembers.
-func (t *TrapTracker) Len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.patterns)
 }

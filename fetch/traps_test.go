@@ -75,157 +75,239 @@ func depth10() TrapConfig {
 	return c
 }
 
-// TestTrapTracker feeds the tracker the URLs of a calendar (a chain of
-// months), a facet shop, a large flat catalogue and a listing, each in
-// the order a crawl finds them, and counts what it admits.
-func TestTrapTracker(t *testing.T) {
-	type url struct {
-		path, query string
-		depth       int
-		from        string // path?query of the page it was found on
-	}
-	calendar := func(yield func(url) bool) {
-		for k := 0; k < 500; k++ { // month k steps after the first, found one link deeper each
-			from := "/" // the site's home
-			if k > 0 {
-				from = fmt.Sprintf("/calendar/%04d-%02d/", 2024+(k-1)/12, 1+(k-1)%12)
+// crawlRuns follows a site the way a crawl does, breadth first from "/",
+// with the run each URL was first found with (what its frontier record
+// keeps): links(path?query) gives a page's links. It returns the pages
+// admitted and the reasons of the refusals.
+func crawlRuns(c TrapConfig, links func(page string) []string, limit int) (admitted map[string]int, refused map[string]int) {
+	admitted, refused = map[string]int{"/": 0}, map[string]int{}
+	queue := []string{"/"}
+	for len(queue) > 0 && len(admitted) < limit {
+		page := queue[0]
+		queue = queue[1:]
+		fromPath, fromQuery, _ := strings.Cut(page, "?")
+		for _, l := range links(page) {
+			if _, ok := admitted[l]; ok {
+				continue
 			}
-			if !yield(url{fmt.Sprintf("/calendar/%04d-%02d/", 2024+k/12, 1+k%12), "", 2 + k, from}) {
-				return
+			path, query, _ := strings.Cut(l, "?")
+			run, reason := c.Run(path, query, fromPath, fromQuery, admitted[page])
+			if reason != "" {
+				refused[reason]++
+				continue
 			}
+			admitted[l] = run
+			queue = append(queue, l)
 		}
 	}
-	catalogue := func(yield func(url) bool) {
-		for k := 0; k < 20000; k++ { // products linked from category pages, 2 to 6 links deep
-			if !yield(url{fmt.Sprintf("/product/%d.html", k), "", 2 + k%5, fmt.Sprintf("/product/%d.html", k+1)}) {
-				return
-			}
-		}
+	return admitted, refused
+}
+
+// TestTrapRun follows a calendar, a catalogue, listings and an article
+// archive breadth first, each URL with the run it was first found with,
+// and counts what the pattern rule admits.
+func TestTrapRun(t *testing.T) {
+	month := func(k int) string { // k months after 2026-01 (k may be negative)
+		y, m := 2026+(k+1200)/12-100, (k+1200)%12+1
+		return fmt.Sprintf("/calendar/%04d-%02d/", y, m)
 	}
-	facets := func(yield func(url) bool) {
-		names := []string{"brand", "color", "size", "price", "rating", "stock", "shipping", "sale"}
-		for mask := 1; mask < 1<<len(names); mask++ {
-			var q []string
-			n := 0
-			for i, name := range names {
-				if mask&(1<<i) != 0 {
-					q = append(q, name+"=x")
-					n++
-				}
-			}
-			if !yield(url{"/shop/shoes", strings.Join(q, "&"), 1 + n, ""}) {
-				return
-			}
-		}
-	}
-	listing := func(yield func(url) bool) { // a listing's pages linked from the first, and each from the previous one
-		for k := 2; k < 300; k++ {
-			if !yield(url{"/list", fmt.Sprintf("page=%d", k), 1, "/list?page=1"}) {
-				return
-			}
-			if !yield(url{"/list", fmt.Sprintf("page=%d", k), k, fmt.Sprintf("/list?page=%d", k-1)}) {
-				return
-			}
-		}
-	}
-	search := func(yield func(url) bool) {
-		for k := 0; k < 5000; k++ { // one parameter set, many values, shallow
-			if !yield(url{"/search", fmt.Sprintf("q=term%d", k), 1 + k%3, ""}) {
-				return
-			}
-		}
+	var monthOf = map[string]int{}
+	for k := -300; k <= 300; k++ {
+		monthOf[month(k)] = k
 	}
 	tests := []struct {
-		name      string
-		urls      func(func(url) bool)
-		admitted  int
-		reasonFor string
+		name     string
+		links    func(page string) []string
+		admitted int // besides "/"
+		refused  bool
 	}{
-		// 11 months with their runs known, then (the generator goes on from
-		// the refused months, as if another member had fetched them: their
-		// runs unknown here) five steps more before the depth decides.
-		{"calendar", calendar, 11 + 5, ReasonURLPattern},
-		{"catalogue", catalogue, 20000, ""},
-		{"facets", facets, 32, ReasonFacets},
-		{"search", search, 5000, ""},
-		// Its first page is a seed (depth 0): every page is one link from it,
-		// so each run is short and every page is admitted, each time.
-		{"listing reached from its first page", listing, 2 * 298, ""},
+		// The first month, then ten steps either way, each with its days
+		// (which are no steps of the month: they keep its run; the day
+		// after the last one is a step, into the next month's days).
+		{"calendar", func(page string) []string {
+			if page == "/" {
+				return []string{month(0)}
+			}
+			k, ok := monthOf[page]
+			if !ok {
+				return nil
+			}
+			l := []string{month(k - 1), month(k + 1)}
+			for d := 1; d <= 28; d++ {
+				l = append(l, fmt.Sprintf("%s%02d/", page, d))
+			}
+			return l
+		}, 21 * 29, true},
+		// Products linked from their category pages, each also to the next
+		// product: a step, but from a run of 0.
+		{"catalogue", func(page string) []string {
+			if page == "/" {
+				var l []string
+				for c := 0; c < 50; c++ {
+					l = append(l, fmt.Sprintf("/category/%d/", c))
+				}
+				return l
+			}
+			var c, p int
+			if _, err := fmt.Sscanf(page, "/category/%d/", &c); err == nil && strings.HasSuffix(page, "/") {
+				var l []string
+				for p := c * 40; p < (c+1)*40; p++ {
+					l = append(l, fmt.Sprintf("/product/%d.html", p))
+				}
+				return l
+			}
+			if _, err := fmt.Sscanf(page, "/product/%d.html", &p); err == nil && p < 1999 {
+				return []string{fmt.Sprintf("/product/%d.html", p+1), fmt.Sprintf("/category/%d/", p/40)}
+			}
+			return nil
+		}, 50 + 2000, false},
+		// A listing whose every page links the first, the next and the
+		// previous one: ten next-links from the first, and no more.
+		{"listing reached by next links alone", func(page string) []string {
+			if page == "/" {
+				return []string{"/list?page=1"}
+			}
+			var k int
+			if _, err := fmt.Sscanf(page, "/list?page=%d", &k); err != nil {
+				return nil
+			}
+			return []string{"/list?page=1", fmt.Sprintf("/list?page=%d", k+1), fmt.Sprintf("/list?page=%d", max(k-1, 1))}
+		}, 11, true},
+		// The same listing, its first page linking pages 2 to 300.
+		{"listing reached from its first page", func(page string) []string {
+			if page == "/" {
+				return []string{"/list?page=1"}
+			}
+			var k int
+			if _, err := fmt.Sscanf(page, "/list?page=%d", &k); err != nil {
+				return nil
+			}
+			l := []string{fmt.Sprintf("/list?page=%d", min(k+1, 300))}
+			if k == 1 {
+				for j := 2; j <= 300; j++ {
+					l = append(l, fmt.Sprintf("/list?page=%d", j))
+				}
+			}
+			return l
+		}, 300, false},
+		// Articles that link the next one and a page of the latest ones
+		// (no pattern), which links them all: found there first, each
+		// starts a run again.
+		{"articles", func(page string) []string {
+			var l []string
+			switch page {
+			case "/":
+				return []string{"/news/0/", "/latest/"}
+			case "/latest/":
+				for k := 0; k < 400; k++ {
+					l = append(l, fmt.Sprintf("/news/%d/", k))
+				}
+				return l
+			}
+			var k int
+			if _, err := fmt.Sscanf(page, "/news/%d/", &k); err == nil && k < 399 {
+				l = append(l, fmt.Sprintf("/news/%d/", k+1), "/latest/")
+			}
+			return l
+		}, 401, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := NewTrapTracker(depth10())
-			admitted, reason, i := 0, "", 0
-			for u := range tt.urls {
-				i++
-				fromPath, fromQuery, _ := strings.Cut(u.from, "?")
-				if r := tr.Check("h.example", u.path, u.query, u.depth, fromPath, fromQuery); r == "" {
-					admitted++
-				} else {
-					reason = r
-				}
-				// other hosts have their own state
-				if r := tr.Check("other.example", u.path, u.query, 0, "", ""); r != "" && i <= 10 {
-					t.Fatalf("other host refused: %s", r)
-				}
+			admitted, refused := crawlRuns(depth10(), tt.links, 100000)
+			if len(admitted)-1 != tt.admitted || (refused[ReasonURLPattern] > 0) != tt.refused || len(refused) > 1 {
+				t.Errorf("admitted %d, refused %v; want %d (refusals: %v)", len(admitted)-1, refused, tt.admitted, tt.refused)
 			}
-			if admitted != tt.admitted || reason != tt.reasonFor {
-				t.Errorf("admitted %d (refused as %q), want %d (%q)", admitted, reason, tt.admitted, tt.reasonFor)
+			for u, run := range admitted {
+				if run > 10 {
+					t.Errorf("%s admitted with run %d", u, run)
+				}
 			}
 		})
 	}
 }
 
-// TestTrapTrackerShallowerLater: a pattern's depth is the shallowest seen;
-// only a step is refused.
-func TestTrapTrackerShallowerLater(t *testing.T) {
-	tr := NewTrapTracker(depth10())
-	for _, c := range []struct {
-		path  string
-		depth int
-		from  string
-		want  string
+// TestTrapRunRules: what starts, keeps and grows a run.
+func TestTrapRunRules(t *testing.T) {
+	c := depth10()
+	for _, tt := range []struct {
+		name            string
+		path, query     string
+		fromPath, fromQ string
+		fromRun         int
+		wantRun         int
+		wantReason      string
 	}{
-		{"/p/1", 30, "/a", ""},
-		{"/p/2", 5, "/b", ""},
-		{"/p/3", 16, "/p/2", ""}, // a step 11 links below the pattern's shallowest, but one step from /b
-		{"/p/5", 16, "/p/4", ""}, // 11 links below, the way to /p/4 unknown: one of the five such steps admitted
-		{"/p/5", 16, "/p/9", ""}, // not a step
-		{"/p/5", 16, "", ""},     // not found on a page of its host
-		{"/p/5", 15, "/p/4", ""}, // 10 links below
-		{"/q/3", 16, "/p/2", ""}, // another pattern
-		{"/r/1", 2, "", ""},      // from another host: no baseline
-		{"/r/2", 20, "/s", ""},   // the baseline
-		{"/r/3", 30, "/r/2", ""}, // 10 links below it
-		{"/r/4", 31, "/r/3", ""}, // 11 links below, but two steps from /s
+		{"a step grows its page's run", "/cal/2026-12/", "", "/cal/2026-11/", "", 4, 5, ""},
+		{"a step back too", "/cal/2026-10/", "", "/cal/2026-11/", "", 4, 5, ""},
+		{"a day of the month keeps its run", "/cal/2026-11/03/", "", "/cal/2026-11/", "", 4, 4, ""},
+		{"a query step", "/list", "page=8", "/list", "page=7", 2, 3, ""},
+		{"the tenth step", "/cal/2027-01/", "", "/cal/2026-12/", "", 9, 10, ""},
+		{"the eleventh step", "/cal/2027-01/", "", "/cal/2026-12/", "", 10, 11, ReasonURLPattern},
+		{"no step: admitted whatever the run", "/cal/2027-03/", "", "/cal/2027-01/", "", 10, 10, ""},
+		{"a URL without a pattern starts a run", "/about/", "", "/cal/2026-12/", "", 9, 0, ""},
+		{"a link from another host starts one", "/cal/2027-01/", "", "", "", 10, 0, ""},
+		{"a negative run counts as 0", "/cal/2027-01/", "", "/cal/2026-12/", "", -3, 1, ""},
 	} {
-		if r := tr.Check("h", c.path, "", c.depth, c.from, ""); r != c.want {
-			t.Errorf("Check(%s, depth %d, from %q) = %q, want %q", c.path, c.depth, c.from, r, c.want)
+		run, reason := c.Run(tt.path, tt.query, tt.fromPath, tt.fromQ, tt.fromRun)
+		if run != tt.wantRun || reason != tt.wantReason {
+			t.Errorf("%s: Run = %d, %q; want %d, %q", tt.name, run, reason, tt.wantRun, tt.wantReason)
 		}
 	}
-	// Days found on a month page count from one below the months' shallowest:
-	// a day step 11 links below that is refused, though it is the first day seen.
-	if r := tr.Check("h", "/cal/2026-01/", "", 2, "/", ""); r != "" {
-		t.Fatal(r)
+	off := c
+	off.MaxPatternDepth = 0
+	if run, reason := off.Run("/cal/2027-01/", "", "/cal/2026-12/", "", 500); run != 0 || reason != "" {
+		t.Errorf("rule off: %d, %q", run, reason)
 	}
-	if r := tr.Check("h", "/cal/2026-08/28/", "", 10, "/cal/2026-08/", ""); r != "" {
-		t.Fatal(r)
-	}
-	// Steps whose way is unknown here, deeper than 10 links below: four
-	// more are admitted (five in all, with /p/5's), the next one is
-	// refused.
-	for k := 1; k <= 6; k++ {
-		want := ""
-		if k == 6 {
-			want = ReasonURLPattern
+}
+
+// TestTrapTrackerFacets: the distinct parameter-name sets of a path
+// pattern, per host.
+func TestTrapTrackerFacets(t *testing.T) {
+	tr := NewTrapTracker(depth10())
+	names := []string{"brand", "color", "size", "price", "rating", "stock", "shipping", "sale"}
+	admitted, refused := 0, 0
+	for mask := 1; mask < 1<<len(names); mask++ {
+		var q []string
+		for i, name := range names {
+			if mask&(1<<i) != 0 {
+				q = append(q, name+"=x")
+			}
 		}
-		from, day := fmt.Sprintf("/cal/2026-%02d/28/", k), fmt.Sprintf("/cal/2026-%02d/29/", k)
-		if r := tr.Check("h", day, "", 14, from, ""); r != want {
-			t.Errorf("day step %d, 11 links below the months' shallowest + 1, way unknown: %q, want %q", k, r, want)
+		switch r := tr.Check("h.example", "/shop/shoes", strings.Join(q, "&")); r {
+		case "":
+			admitted++
+		case ReasonFacets:
+			refused++
+		default:
+			t.Fatalf("reason %q", r)
+		}
+		// other hosts have their own sets
+		if r := tr.Check("other.example", "/shop/shoes", strings.Join(q, "&")); r != "" && mask <= 32 {
+			t.Fatalf("other host refused set %d: %q", mask, r)
+		}
+	}
+	if admitted != 32 || refused != 255-32 {
+		t.Errorf("admitted %d, refused %d; want 32, %d", admitted, refused, 255-32)
+	}
+	for _, c := range []struct{ path, query, want string }{
+		{"/shop/shoes", "brand=y", ""},                          // a set seen, other values
+		{"/shop/shoes", "color=x&brand=x", ""},                  // the same set in another order
+		{"/shop/shoes", "brand=x&sale=x&stock=x", ReasonFacets}, // a new set
+		{"/shop/shoes", "", ""},                                 // no query
+		{"/shop/hats", "brand=x&sale=x&stock=x", ""},            // another path
+	} {
+		if r := tr.Check("h.example", c.path, c.query); r != c.want {
+			t.Errorf("Check(%s?%s) = %q, want %q", c.path, c.query, r, c.want)
+		}
+	}
+	// Searches: one set, many values.
+	for k := 0; k < 5000; k++ {
+		if r := tr.Check("s.example", "/search", fmt.Sprintf("q=term%d", k)); r != "" {
+			t.Fatalf("search %d: %q", k, r)
 		}
 	}
 	var nilTracker *TrapTracker
-	if r := nilTracker.Check("h", "/p/1", "", 1000, "/p/2", ""); r != "" {
+	if r := nilTracker.Check("h", "/p/1", "a=1"); r != "" {
 		t.Errorf("nil tracker: %q", r)
 	}
 }
@@ -264,51 +346,5 @@ func BenchmarkCheckPathLong(b *testing.B) {
 	path := p.String()
 	for b.Loop() {
 		c.CheckPath(path, "")
-	}
-}
-
-// TestTrapTrackerMiddleOfSequence: a member of a cluster that meets a
-// sequence in its middle (its first page of the pattern found deep, by
-// another member) counts the pattern from one below the host's shallowest
-// page it fetched, not from that first page.
-func TestTrapTrackerMiddleOfSequence(t *testing.T) {
-	tr := NewTrapTracker(depth10())
-	if r := tr.Check("h", "/page/1.html", "", 2, "/about/", ""); r != "" { // a page of the host at depth 1
-		t.Fatal(r)
-	}
-	if r := tr.Check("h", "/cal/2026-06/", "", 21, "/cal/2026-05/", "x=1"); r != "" { // the way to it unknown here
-		t.Fatalf("first month seen: %q", r)
-	}
-	// Its steps' ways unknown here too: five are admitted, then the depth
-	// (20 links below the host's shallowest page) decides.
-	for k := 7; k <= 12; k++ {
-		want := ""
-		if k == 12 {
-			want = ReasonURLPattern
-		}
-		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
-		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 22, from, ""); r != want {
-			t.Errorf("month %d, 20 links below the host's shallowest page: %q, want %q", k, r, want)
-		}
-	}
-	// Without a shallow page of the host, the first month seen (21 links
-	// deep, 20 for its page) is the baseline: 10 steps more are admitted.
-	tr = NewTrapTracker(depth10())
-	for k := 6; k <= 16; k++ {
-		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
-		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 15+k, from, ""); r != "" {
-			t.Errorf("month %d: %q", k, r)
-		}
-	}
-	// Deeper, the runs unknown: five more, then refused.
-	for k := 17; k <= 22; k++ {
-		want := ""
-		if k == 22 {
-			want = ReasonURLPattern
-		}
-		from := fmt.Sprintf("/cal/2026-%02d/", k-1)
-		if r := tr.Check("h", fmt.Sprintf("/cal/2026-%02d/", k), "", 15+k, from, ""); r != want {
-			t.Errorf("month %d, %d steps below: %q, want %q", k, k-6, r, want)
-		}
 	}
 }

@@ -147,6 +147,20 @@ func (r *reader) varint() int64 {
 	return v
 }
 
+// maxRun bounds a stored run (Record.Run): scope.max_pattern_depth is at
+// most 100,000, and no admitted URL's run is over it.
+const maxRun = 1 << 20
+
+// run reads a uvarint Record.Run.
+func (r *reader) run() int {
+	v := r.uvarint()
+	if r.err == nil && v > maxRun {
+		r.err = fmt.Errorf("run %d exceeds %d", v, maxRun)
+		return 0
+	}
+	return int(v)
+}
+
 func (r *reader) string() string {
 	n := r.uvarint()
 	if r.err != nil {
@@ -180,7 +194,14 @@ func appendRecord(buf []byte, s *stored) []byte {
 	buf = appendString(buf, s.Reason)
 	buf = appendString(buf, s.Host)
 	buf = appendString(buf, s.URL)
-	return appendPageTail(buf, s)
+	buf = appendPageTail(buf, s)
+	if s.Run > 0 {
+		// After the page tail, which a record with a Run always has:
+		// a version that reads no run ignores it, and a record
+		// without one (0, or written before runs were kept) ends there.
+		buf = binary.AppendUvarint(buf, uint64(s.Run))
+	}
+	return buf
 }
 
 func decodeRecord(fp uint64, v []byte) (stored, error) {
@@ -200,6 +221,9 @@ func decodeRecord(fp uint64, v []byte) (stored, error) {
 	s.Host = r.string()
 	s.URL = r.string()
 	r.pageTail(&s)
+	if r.err == nil && len(r.b) > 0 {
+		s.Run = r.run()
+	}
 	if r.err == nil && (s.State < InList || s.State > Stalled) {
 		r.err = fmt.Errorf("bad state %d", s.State)
 	}
@@ -219,8 +243,11 @@ func appendQueueValue(buf []byte, s *stored) []byte {
 	buf = binary.AppendVarint(buf, unixNano(s.Discovered))
 	buf = appendString(buf, s.Host)
 	buf = appendString(buf, s.URL)
-	if !s.Due.IsZero() { // a revisit: its Due (absent otherwise, and before recurring crawls)
+	if !s.Due.IsZero() || s.Run > 0 { // a revisit's Due (0 before a run; absent otherwise, and before recurring crawls)
 		buf = binary.AppendVarint(buf, unixNano(s.Due))
+	}
+	if s.Run > 0 { // after the Due (0: none); absent when 0, and before runs were kept
+		buf = binary.AppendUvarint(buf, uint64(s.Run))
 	}
 	return buf
 }
@@ -237,6 +264,9 @@ func decodeQueueValue(v []byte) (Record, error) {
 	rec.URL = r.string()
 	if r.err == nil && len(r.b) > 0 {
 		rec.Due = fromUnixNano(r.varint())
+	}
+	if r.err == nil && len(r.b) > 0 {
+		rec.Run = r.run()
 	}
 	if r.err != nil {
 		return Record{}, fmt.Errorf("frontier: queue entry: corrupt: %w", r.err)

@@ -1,6 +1,7 @@
 package frontier
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -14,6 +15,9 @@ func TestRecordCodec(t *testing.T) {
 		{Record: Record{FP: ^uint64(0), URL: "http://b.test:8080/" + strings.Repeat("x", 2000), Host: "b.test:8080", Depth: 7, Tries: 2,
 			State: Stalled, Status: 503, Reason: "timeout", Discovered: now, Fetched: now.Add(time.Second), NextTry: now.Add(time.Hour)}, seq: 1 << 60},
 		{Record: Record{FP: 42, URL: "http://c.test/", Host: "c.test", State: Completed, Status: 200, Reason: "ok", Fetched: now}, seq: 9},
+		{Record: Record{FP: 43, URL: "http://c.test/cal/2026-12/", Host: "c.test", Depth: 3, Run: 7, State: InList}, seq: 10},
+		{Record: Record{FP: 44, URL: "http://c.test/cal/2027-01/", Host: "c.test", Depth: 4, Run: maxRun, State: Completed, Due: now.Add(time.Hour),
+			Page: PageState{ETag: `"e"`, Interval: time.Hour, History: 3, Checks: 2}}, seq: 11},
 	}
 	for _, want := range tests {
 		got, err := decodeRecord(want.FP, appendRecord(nil, &want))
@@ -31,11 +35,49 @@ func TestRecordCodec(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if q.FP != want.FP || q.URL != want.URL || q.Host != want.Host || q.Depth != want.Depth || q.Tries != want.Tries || q.State != InList {
+		if q.FP != want.FP || q.URL != want.URL || q.Host != want.Host || q.Depth != want.Depth || q.Run != want.Run || q.Tries != want.Tries ||
+			!q.Due.Equal(want.Due) || q.State != InList {
 			t.Errorf("queue value: got %+v, want %+v", q, want)
 		}
 		if h, err := queueValueHost(appendQueueValue(nil, &want)); err != nil || h != want.Host {
 			t.Errorf("queueValueHost = %q, %v", h, err)
+		}
+	}
+}
+
+// TestRecordCodecRun: a record's run follows what a record without one
+// holds, so a value written before runs were kept reads with run 0, and
+// one with a run reads, to a version that knows no run, as the same
+// record without it; a run out of range is corrupt.
+func TestRecordCodecRun(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	for _, s := range []stored{
+		{Record: Record{FP: 5, URL: "http://a.test/p/2", Host: "a.test", Depth: 2, Run: 1, State: InList}, seq: 3},
+		{Record: Record{FP: 6, URL: "http://a.test/p/3", Host: "a.test", Depth: 3, Run: 300, State: Completed, Due: now,
+			Page: PageState{LastModified: "x", Checks: 1}}, seq: 4},
+	} {
+		runLen := len(binary.AppendUvarint(nil, uint64(s.Run)))
+		v := appendRecord(nil, &s)
+		got, err := decodeRecord(s.FP, v[:len(v)-runLen]) // as a version that reads no run does
+		if err != nil || got.Run != 0 || got.URL != s.URL || got.Depth != s.Depth || !got.Due.Equal(s.Due) || got.Page != s.Page {
+			t.Errorf("record without its run: %+v, %v", got, err)
+		}
+		without := s
+		without.Run = 0
+		q, qold := appendQueueValue(nil, &s), appendQueueValue(nil, &without)
+		if got, err := decodeQueueValue(q[:len(q)-runLen]); err != nil || got.Run != 0 || got.URL != s.URL || !got.Due.Equal(s.Due) {
+			t.Errorf("queue value without its run: %+v, %v", got, err)
+		}
+		if !s.Due.IsZero() && string(q[:len(q)-runLen]) != string(qold) {
+			t.Errorf("queue value with run %d: %x, want the value without it %x and the run", s.Run, q, qold)
+		}
+		big := s
+		big.Run = maxRun + 1
+		if _, err := decodeRecord(s.FP, appendRecord(nil, &big)); err == nil || !strings.Contains(err.Error(), "run") {
+			t.Errorf("run %d decoded: %v", big.Run, err)
+		}
+		if _, err := decodeQueueValue(appendQueueValue(nil, &big)); err == nil || !strings.Contains(err.Error(), "run") {
+			t.Errorf("queue value with run %d decoded: %v", big.Run, err)
 		}
 	}
 }

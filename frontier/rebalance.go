@@ -245,7 +245,7 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			return false, err
 		}
 		st.seq++
-		s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: Completed,
+		s = stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, Run: u.run, State: Completed,
 			Reason: reason, Discovered: st.now, Due: u.due}, seq: st.seq}
 		if admit {
 			hs.Admitted++

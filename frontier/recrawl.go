@@ -147,11 +147,13 @@ func (s Schedule) Next(cur time.Duration, c Change) time.Duration {
 
 // pageTailVersion starts the optional tail of a record value that holds
 // Due and Page (absent in records without them, and in records written
-// before recurring crawls: those decode with a zero Due and Page).
+// before recurring crawls: those decode with a zero Due and Page). A
+// record with a Run has the tail, zero or not, and the run after it
+// (appendRecord).
 const pageTailVersion = 1
 
 func appendPageTail(buf []byte, s *stored) []byte {
-	if s.Due.IsZero() && s.Page.zero() {
+	if s.Due.IsZero() && s.Page.zero() && s.Run <= 0 {
 		return buf
 	}
 	p := &s.Page

@@ -124,6 +124,7 @@ type Taken struct {
 	FP    uint64
 	URL   string
 	Depth int
+	Run   int
 	Due   time.Time // a queued revisit's Due (zero: a first visit)
 }
 

@@ -3,8 +3,10 @@ package frontier
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestSettle: one call adds the discovered URLs, records the results and
@@ -239,5 +241,71 @@ func TestSettleNotDurable(t *testing.T) {
 	}
 	if n := f.Undurable(); n != 2 {
 		t.Fatalf("Undurable = %d, want 2", n)
+	}
+}
+
+// TestRunKept: a URL's run (the trap limits' steps on its way) is kept
+// with its record: a scan, a URL taken for the caller's trip, a record
+// read back, a retry and a restart give it back; a known URL keeps the
+// run it was first added with.
+func TestRunKept(t *testing.T) {
+	f := open(t, nil)
+	us := []NewURL{
+		{URL: "http://r.test/cal/2026-11/", Host: "r.test", Depth: 1},
+		{URL: "http://r.test/cal/2026-12/", Host: "r.test", Depth: 2, Run: 1},
+		{URL: "http://r.test/cal/2027-01/", Host: "r.test", Depth: 3, Run: 2, Due: time.Unix(1700000000, 0)},
+		{URL: "http://r.test/cal/2027-02/", Host: "r.test", Depth: 4, Run: maxRun + 9}, // capped
+	}
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{us[0].URL: 0, us[1].URL: 1, us[2].URL: 2, us[3].URL: maxRun}
+	check := func(when string) {
+		t.Helper()
+		got := map[string]int{}
+		for _, r := range scanAll(t, f, 0, 0) {
+			got[r.URL] = r.Run
+			if g := mustGet(t, f, r.URL); g.Run != r.Run {
+				t.Errorf("%s: %s: record run %d, queue run %d", when, r.URL, g.Run, r.Run)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: runs %v, want %v", when, got, want)
+		}
+	}
+	check("added")
+	// Found again with another run: the record keeps the first.
+	if n, err := f.Add(ctx, []NewURL{{URL: us[1].URL, Host: "r.test", Depth: 9, Run: 7}}); err != nil || n != 0 {
+		t.Fatalf("known URL: added %d, %v", n, err)
+	}
+	check("found again")
+	ref := RefOf(us[2].URL)
+	if err := f.MarkInProgress(ctx, []Ref{ref}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Finish(ctx, []Result{{FP: ref.FP, Host: ref.Host, State: Stalled, Reason: "timeout"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.ReleaseStalled(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("ReleaseStalled = %d, %v", n, err)
+	}
+	check("retried")
+	f = reopen(t, f, nil)
+	check("reopened")
+	recs, _, _, err := f.ScanRecords(nil, 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Run != want[r.URL] {
+			t.Errorf("ScanRecords: %s run %d, want %d", r.URL, r.Run, want[r.URL])
+		}
+	}
+	p := f.Settle(ctx, SettleRequest{Found: []NewURL{{URL: "http://r.test/cal/2027-03/", Host: "r.test", Depth: 5, Run: 3}}, Take: &Take{Host: "r.test", Room: 1}})
+	if _, err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if tk := p.Taken(); len(tk) != 1 || tk[0].Run != 3 {
+		t.Fatalf("taken %+v, want the URL with run 3", tk)
 	}
 }

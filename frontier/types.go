@@ -41,11 +41,15 @@ func (s State) String() string {
 
 // Record is everything the frontier keeps about one URL.
 type Record struct {
-	FP     uint64 // Fingerprint(URL)
-	URL    string // normalized URL
-	Host   string // host[:port], lower case
-	Depth  int    // link distance from a seed
-	Tries  int    // fetch attempts finished so far
+	FP    uint64 // Fingerprint(URL)
+	URL   string // normalized URL
+	Host  string // host[:port], lower case
+	Depth int    // link distance from a seed
+	// Run is the number of steps (the next month, day or page) on the
+	// way the URL was found (fetch.TrapConfig.Run): its links' runs count
+	// from it. 0 in records written before runs were kept.
+	Run    int
+	Tries  int // fetch attempts finished so far
 	State  State
 	Status int    // last HTTP status (0 if none)
 	Reason string // why COMPLETED/STALLED: "ok", "robots", "redirect", "http_error", "timeout", ...
@@ -91,6 +95,9 @@ type NewURL struct {
 	URL   string
 	Host  string
 	Depth int
+	// Run is the URL's run (Record.Run), computed where it was found; a
+	// known URL keeps the run it was first added with.
+	Run int
 	// Due, for a URL moved from another node (rebalance), is when it is
 	// due to be fetched again: a COMPLETED record (Tx.AddCompleted)
 	// waits until then; a queued revisit (Add) keeps it for its lag. Zero:

@@ -72,6 +72,7 @@ type pendingURL struct {
 	url   string
 	host  string
 	depth int
+	run   int
 	due   time.Time
 	mod   time.Time // NewURL.LastMod
 }
@@ -79,7 +80,7 @@ type pendingURL struct {
 // newPendingURL prepares the URL u of host for the writer.
 func newPendingURL(u NewURL, host string) pendingURL {
 	host = normHost(host)
-	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), due: u.Due, mod: u.LastMod}
+	return pendingURL{fp: Fingerprint(u.URL), hk: HostKey(host), url: u.URL, host: host, depth: max(u.Depth, 0), run: min(max(u.Run, 0), maxRun), due: u.Due, mod: u.LastMod}
 }
 
 func (o *op) items() int {
@@ -629,7 +630,7 @@ func (st *txState) add(adds []pendingURL, tk *taking, inserted []bool) (int, err
 			continue
 		}
 		st.seq++
-		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, State: InList, Discovered: st.now, Due: u.due}, seq: st.seq}
+		s := stored{Record: Record{FP: u.fp, URL: u.url, Host: u.host, Depth: u.depth, Run: u.run, State: InList, Discovered: st.now, Due: u.due}, seq: st.seq}
 		if !u.due.IsZero() {
 			st.revisits++
 		}
@@ -642,7 +643,7 @@ func (st *txState) add(adds []pendingURL, tk *taking, inserted []bool) (int, err
 			if err := st.putInProgress(&s); err != nil {
 				return 0, err
 			}
-			tk.got = append(tk.got, Taken{FP: u.fp, URL: u.url, Depth: u.depth})
+			tk.got = append(tk.got, Taken{FP: u.fp, URL: u.url, Depth: u.depth, Run: u.run})
 			continue
 		}
 		if err := st.putRecord(&s); err != nil {

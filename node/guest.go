@@ -223,7 +223,7 @@ func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 		hh := frontier.HostHash(host)
 		placed := 0
 		for i, g := range gs {
-			it := bucket.Item{FP: frontier.Fingerprint(g.URL), URL: g.URL, Depth: g.Depth, Tries: g.Tries, Guest: true}
+			it := bucket.Item{FP: frontier.Fingerprint(g.URL), URL: g.URL, Depth: g.Depth, Run: g.Run, Tries: g.Tries, Guest: true}
 			switch n.bkt.Add(now, host, hh, it) {
 			case bucket.Placed:
 				if s.priority(host) {

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net/url"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,6 +61,12 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 		res.Reason, entry.Reason = "redirect_limit", "redirect_limit"
 		entry.Error = fmt.Sprintf("redirect chain longer than fetch.max_redirects=%d: Location not followed", limit)
 		return
+	}
+	// The target counts as found on the page that redirected to it (the
+	// trap limits' runs): a sequence of redirects to the next page is one.
+	if from, err := url.Parse(it.URL); err == nil {
+		t.from, t.fromRun = from, it.Run
+		defer func() { t.from, t.fromRun = nil, 0 }()
 	}
 	if !t.discover(loc, it.Depth+1) {
 		return

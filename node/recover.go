@@ -100,7 +100,7 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 		}
 		t := &hostTrip{n: n, host: host, hostHash: n.unit.Hash(host), delay: n.cfg.Delay}
 		for _, p := range pages {
-			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Tries: p.rec.Tries, Due: p.rec.Due}
+			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Run: p.rec.Run, Tries: p.rec.Tries, Due: p.rec.Due}
 			if p.rv != nil {
 				if t.recoverRevisit(it, p, !logged[p.rec.URL]) {
 					settled++

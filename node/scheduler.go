@@ -422,7 +422,7 @@ func (s *scheduler) fill(now time.Time, phase int) {
 		if n.holder != nil && n.holder.Held(r.FP) {
 			return true // its owner is away for now (cluster.takeover_after)
 		}
-		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Tries: r.Tries, Due: r.Due}
+		it := bucket.Item{FP: r.FP, URL: r.URL, Depth: r.Depth, Run: r.Run, Tries: r.Tries, Due: r.Due}
 		switch n.bkt.Add(now, r.Host, frontier.HostHash(r.Host), it) {
 		case bucket.Placed:
 			if s.priority(r.Host) || ranked && n.sitePriority(r.Host) > 0 {

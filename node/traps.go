@@ -38,21 +38,26 @@ func newTraps(s config.Scope) (*traps, error) {
 	return &traps{cfg: c, tracker: fetch.NewTrapTracker(c), logged: map[string]bool{}}, nil
 }
 
-// check returns the reason a trap limit refuses u (normalized, found at
-// link depth depth on the page from, nil when not found on a page), or "".
-func (t *traps) check(u *url.URL, depth int, from *url.URL) string {
+// check returns the reason a trap limit refuses u (normalized, found on
+// the page from, whose run is fromRun; from is nil when u was not found on
+// a page), or "", and u's run (fetch.TrapConfig.Run), which goes with u to
+// its frontier record.
+func (t *traps) check(u *url.URL, from *url.URL, fromRun int) (reason string, run int) {
 	if t == nil {
-		return ""
+		return "", 0
 	}
 	path := u.EscapedPath()
 	if r := t.cfg.CheckPath(path, u.RawQuery); r != "" {
-		return r
+		return r, 0
 	}
 	fromPath, fromQuery := "", ""
 	if from != nil && from.Host == u.Host {
 		fromPath, fromQuery = from.EscapedPath(), from.RawQuery
 	}
-	return t.tracker.Check(u.Host, path, u.RawQuery, depth, fromPath, fromQuery)
+	if run, reason = t.cfg.Run(path, u.RawQuery, fromPath, fromQuery, fromRun); reason != "" {
+		return reason, run
+	}
+	return t.tracker.Check(u.Host, path, u.RawQuery), run
 }
 
 // firstRefusal reports whether host had no refusal logged yet, and

@@ -53,7 +53,9 @@ type hostTrip struct {
 
 	guests []*pendingGuest // guests' fetches being recorded while the trip goes on, oldest first (guest.go)
 	page   *pageWork       // a page being archived and parsed while the trip goes on
-	from   *url.URL        // the page whose links links is collecting (trap limits); nil otherwise
+	from   *url.URL        // the page whose links links (or whose Location followRedirect) is collecting (trap limits); nil otherwise
+	// fromRun is from's run (frontier.Record.Run): its links' runs count from it.
+	fromRun int
 	// sent holds the fingerprints of the URLs the trip's page writes
 	// carried (at most maxSent; nil: none kept): the links its pages repeat
 	// (a site's menus, its home page) are written once a trip, not once a
@@ -810,8 +812,8 @@ func (t *hostTrip) links(resp *fetch.Response, it bucket.Item, entry *archive.Lo
 		return 0
 	}
 	if from, err := url.Parse(it.URL); err == nil {
-		t.from = from
-		defer func() { t.from = nil }()
+		t.from, t.fromRun = from, it.Run
+		defer func() { t.from, t.fromRun = nil, 0 }()
 	}
 	cfg := &t.n.cfg.Fetch
 	var page fetch.Page
@@ -928,7 +930,8 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 		}
 		return false
 	}
-	if reason := n.traps.check(u, depth, t.from); reason != "" {
+	reason, run := n.traps.check(u, t.from, t.fromRun)
+	if reason != "" {
 		n.m.OutOfScope.WithLabelValues(reason).Inc()
 		t.refuse(u.Host, reason)
 		if n.traps.firstRefusal(u.Host) {
@@ -937,7 +940,7 @@ func (t *hostTrip) discoverNormalized(norm string, depth int) bool {
 		return false
 	}
 	n.m.URLsDiscovered.Inc()
-	t.found = append(t.found, frontier.NewURL{URL: norm, Host: u.Host, Depth: depth})
+	t.found = append(t.found, frontier.NewURL{URL: norm, Host: u.Host, Depth: depth, Run: run})
 	return true
 }
 
@@ -1080,7 +1083,7 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 			t.requeue = append(t.requeue, tk.FP)
 			continue
 		}
-		t.list.items = append(t.list.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth, Due: tk.Due})
+		t.list.items = append(t.list.items, bucket.Item{FP: tk.FP, URL: tk.URL, Depth: tk.Depth, Run: tk.Run, Due: tk.Due})
 		t.n.m.URLsTaken.Inc()
 	}
 	if err != nil {

@@ -145,7 +145,7 @@ func (d *Dir) Each(fn func(Item) error) error {
 	for _, finished := range []bool{true, false} {
 		err := d.front.Records(func(s frontier.State) bool { return (s == frontier.Completed) == finished },
 			func(r frontier.Record) error {
-				return fn(Item{Entry: cluster.Entry{Kind: KindOf(r), NewURL: frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Due: r.Due}},
+				return fn(Item{Entry: cluster.Entry{Kind: KindOf(r), NewURL: frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Run: r.Run, Due: r.Due}},
 					Source: FromFrontier, State: r.State, Reason: r.Reason})
 			})
 		if err != nil {

@@ -236,23 +236,12 @@ func TestStopAndResume(t *testing.T) {
 	n2, stop2 := runNode(t, cfg)
 	waitDone(t, n2, crawlTimeout)
 	stop2()
-	// The trap limits' pattern depths live in memory too: the restarted
-	// node learns them again from the URLs it finds first, so the calendar
-	// may get up to scope.max_pattern_depth more months on either side, and
-	// the steps whose runs it lost (found before the stop) half as many
-	// more (docs/design/traps.md).
-	trapWant := map[string]int{}
-	for h, n := range exp.TrapHosts {
-		trapWant[h], exp.TrapHosts[h] = n, -1
-	}
-	extra := 0
-	rep := srv.Web.Report()
-	for h, want := range trapWant {
-		got := rep.TrapFetches[h]
-		if most := want + 2*cfg.Scope.MaxPatternDepth + max(1, cfg.Scope.MaxPatternDepth/2); got < want || got > most {
-			t.Errorf("trap host %s: %d page fetches, want %d..%d", h, got, want, most)
-		}
-		extra += got - want
+	// The trap calendar costs what it costs a crawl that never stopped:
+	// each URL's run (the steps on its way) is kept in its frontier
+	// record, so the restarted node refuses the same months
+	// (docs/design/traps.md); Check counts each trap host's fetches.
+	if len(exp.TrapHosts) == 0 {
+		t.Fatal("the web has no trap host")
 	}
 	// The robots.txt cache lives in memory, so the restarted process fetches
 	// each host's robots.txt once more; everything else must hold exactly.
@@ -265,8 +254,8 @@ func TestStopAndResume(t *testing.T) {
 	if len(v) > 0 {
 		t.Fatalf("%d violations after resume:\n%s", len(v), strings.Join(v, "\n"))
 	}
-	if got := first + n2.Status().PagesFetched; got != int64(exp.Fetches+extra) {
-		t.Errorf("pages fetched %d + %d = %d, want %d", first, n2.Status().PagesFetched, got, exp.Fetches+extra)
+	if got := first + n2.Status().PagesFetched; got != int64(exp.Fetches) {
+		t.Errorf("pages fetched %d + %d = %d, want %d", first, n2.Status().PagesFetched, got, exp.Fetches)
 	}
 }
 

@@ -274,6 +274,20 @@ func cases(t *testing.T, srv *web) []hostileCase {
 		prev := time.Date(y, time.Month(m)-1, 1, 0, 0, 0, 0, time.UTC)
 		html(w, links(next.Format("/cal/2006/01"), prev.Format("/cal/2006/01")))
 	})
+	// A sequence whose every link is redirected to its canonical form:
+	// /d/501 to /d/0501, which links /d/502 and /d/500.
+	h["redirected"] = robotsOr("", func(w http.ResponseWriter, r *http.Request) {
+		var k int
+		if _, err := fmt.Sscanf(r.URL.Path, "/d/%d", &k); err != nil || k < 1 || k > 9998 {
+			http.NotFound(w, r)
+			return
+		}
+		if canon := fmt.Sprintf("/d/%04d", k); r.URL.Path != canon {
+			http.Redirect(w, r, canon, http.StatusMovedPermanently)
+			return
+		}
+		html(w, links(fmt.Sprintf("/d/%d", k+1), fmt.Sprintf("/d/%d", k-1)))
+	})
 	h["soft404"] = robotsOr("", func(w http.ResponseWriter, r *http.Request) {
 		p := strings.TrimSuffix(r.URL.Path, "/")
 		if len(p) > 1000 {
@@ -405,9 +419,15 @@ func cases(t *testing.T, srv *web) []hostileCase {
 		// Session ids are removed (scope.canonical): "/", "/page" and "/other", once each.
 		{name: "session ids", seeds: []string{u("session", "/")}, expect: []expect{ok(u("session", "/")), ok(u("session", "/page")), ok(u("session", "/other"))},
 			check: trapCheckN("session", 3)},
-		// The seed, its two neighbours, then scope.max_pattern_depth more steps either way.
+		// The seed, then scope.max_pattern_depth steps either way (a seed starts a run).
 		{name: "calendar", seeds: []string{u("calendar", "/cal/2024/01")}, expect: []expect{ok(u("calendar", "/cal/2024/01"))},
-			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="url_pattern"}`}, check: trapCheckN("calendar", 3+2*config.Default().Scope.MaxPatternDepth)},
+			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="url_pattern"}`}, check: trapCheckN("calendar", 1+2*config.Default().Scope.MaxPatternDepth)},
+		// A redirect's target counts as found on the page that redirected
+		// to it: its run goes on. The seed and its other form (/d/500,
+		// linked by its neighbours), then scope.max_pattern_depth steps
+		// either way, each a redirect and its target.
+		{name: "redirected sequence", seeds: []string{u("redirected", "/d/0500")}, expect: []expect{ok(u("redirected", "/d/0500"))},
+			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="url_pattern"}`}, check: trapCheckN("redirected", 2+4*config.Default().Scope.MaxPatternDepth)},
 		{name: "soft 404", seeds: []string{u("soft404", "/")}, expect: []expect{ok(u("soft404", "/"))},
 			metrics: []string{`phasecrawl_urls_out_of_scope_total{reason="path_repeats"}`}, check: trapCheckN("soft404", treePaths("/"))},
 	}

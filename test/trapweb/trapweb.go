@@ -29,6 +29,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
@@ -327,6 +329,66 @@ func shop(raw string) ([]string, bool) {
 		}
 	}
 	return l, true
+}
+
+// Alone returns the requests a node alone sends each trap host under the
+// trap limits of the scope settings sc, by kind (real pages, robots.txt as KindOther, and each
+// trap): the calendar's first month (the one the home page links) and
+// c.MaxPatternDepth months on either side of it, with their days (a
+// day's run is its month's: the day after the last one is a step, into
+// the next month); the paths under /deep/ that the path rules admit; the
+// shop and c.MaxQuerySets sets of its filters. ok is false when a trap is
+// unbounded (scope.max_pattern_depth or scope.max_query_sets 0).
+func (w *Web) Alone(sc config.Scope) (kinds map[string]int, ok bool) {
+	c := fetch.TrapConfig{MaxSegmentRepeats: sc.MaxSegmentRepeats, MaxPathDepth: sc.MaxPathDepth, MaxQueryParams: sc.MaxQueryParams,
+		MaxPatternDepth: sc.MaxPatternDepth, MaxQuerySets: sc.MaxQuerySets}
+	if c.MaxPatternDepth <= 0 || c.MaxQuerySets <= 0 {
+		return nil, false
+	}
+	kinds = map[string]int{KindReal: 2 + RealPages, KindOther: 1, KindFacets: 1 + min(c.MaxQuerySets, 1<<len(facets)-1)}
+	home, _ := w.links("/", "")
+	first := ""
+	for _, l := range home {
+		if strings.HasPrefix(l, "/calendar/") {
+			first = l
+		}
+	}
+	months := map[string]bool{first: true}
+	for _, dir := range []int{0, 1} { // a month's links: the previous month, the next, its days
+		m := first
+		for range c.MaxPatternDepth {
+			l, _ := calendar(m)
+			m = l[dir]
+			months[m] = true
+		}
+	}
+	for m := range months {
+		l, _ := calendar(m)
+		kinds[KindCalendar] += 1 + len(l) - 2
+	}
+	seen := map[string]bool{}
+	queue := []string{}
+	for _, l := range home {
+		if strings.HasPrefix(l, "/deep/") {
+			queue = append(queue, l)
+		}
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] || c.CheckPath(p, "") != "" {
+			continue
+		}
+		seen[p] = true
+		l, _ := w.links(p, "")
+		for _, rel := range l {
+			if !strings.HasPrefix(rel, "/") {
+				queue = append(queue, p+rel)
+			}
+		}
+	}
+	kinds[KindDeep] = len(seen)
+	return kinds, true
 }
 
 // Check returns what a crawl with the default settings got wrong on the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -134,6 +135,18 @@ func TestTrapWebOneNode(t *testing.T) {
 	t.Logf("crawl done in %s", elapsed.Round(10*time.Millisecond))
 	if len(v) > 0 {
 		t.Errorf("%d violations:\n%s", len(v), strings.Join(v, "\n"))
+	}
+	// Each trap costs exactly what the limits admit (the runs are those of
+	// the URLs' ways, whatever the order of the fetches).
+	want, ok := w.Alone(d.Scope)
+	if !ok {
+		t.Fatal("the default limits leave a trap unbounded")
+	}
+	for h, k := range w.Requests() {
+		delete(k, KindSession) // counted by Check
+		if !maps.Equal(k, want) {
+			t.Errorf("trap host %s: requests %v, want %v", h, k, want)
+		}
 	}
 }
 
