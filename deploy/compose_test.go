@@ -19,8 +19,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // interpolate applies compose's ${VAR} and ${VAR:-default} substitution.

@@ -12,7 +12,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // synthResponses returns up to n HTML responses of the default synthetic

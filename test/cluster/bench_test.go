@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // metricSum sums the samples of one series name in a /metrics text.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // startCluster starts n node processes on 127.0.0.1..n, each joining the

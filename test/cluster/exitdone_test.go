@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // TestProcExitWhenDone: three members run with --exit-when-done and

@@ -15,7 +15,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // TestProcRecrawlJoinLeave: three node processes crawl a small web whose

@@ -23,8 +23,8 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // TestCrashDuringRecrawl kills the binary (SIGKILL) at random moments of a

@@ -21,8 +21,8 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // crawlTimeout bounds one crawl; the default web takes ~25 s without -race.

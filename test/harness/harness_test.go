@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 func TestViolationsAndDuplicated(t *testing.T) {

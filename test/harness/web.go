@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // WebArgs are the arguments of `phasecrawl synthweb` serving the web of wc

@@ -19,8 +19,8 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // web starts a synthetic web of hosts hosts and pages pages on loopback.

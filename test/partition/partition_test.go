@@ -12,7 +12,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // scenario is one partition: the nodes cut off from the others, whether

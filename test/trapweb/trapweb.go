@@ -1,5 +1,5 @@
 // Package trapweb is a web of crawler traps for tests: a synthetic web
-// (test/synthweb) with a few more hosts that hold, beside a handful of real
+// (demo/synthweb) with a few more hosts that hold, beside a handful of real
 // pages, the four classic traps:
 //
 //   - a calendar: /calendar/YYYY-MM/ links the previous and next month and
@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // Domain is the trap hosts' domain: trap hosts are t1.Domain, t2.Domain, ...

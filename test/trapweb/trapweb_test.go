@@ -16,7 +16,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // maxPerTrapHost is the most requests the crawl may send a trap host.
