@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // metricSum sums the samples of one series name in a /metrics text.

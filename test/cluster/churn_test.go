@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // fault is one injected fault and its time window: from the signal (or the

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // startCluster starts n node processes on 127.0.0.1..n, each joining the

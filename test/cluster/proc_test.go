@@ -27,11 +27,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/demo/synthweb"
-	"github.com/phasecrawl/phasecrawl/demo/webnode"
 
 	"github.com/phasecrawl/phasecrawl/test/testbin"
 )

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/testbin"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
 
 // TestMain removes the binary built for the tests.

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/launch"
-	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/launch"
+	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // web starts a synthetic web of hosts hosts and pages pages on loopback.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // scenario is one partition: the nodes cut off from the others, whether

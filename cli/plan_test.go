@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestPlanCommand(t *testing.T) {
 	}))
 	defer srv.Close()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"plan", "--node", strings.TrimPrefix(srv.URL, "http://")}, &out, &errOut); code != 0 {
+	if code := Run([]string{"plan", "--node", strings.TrimPrefix(srv.URL, "http://")}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

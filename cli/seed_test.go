@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ func TestSeedClientToken(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	var out, errOut bytes.Buffer
-	if code := run([]string{"seed", "--node", addr, "--token-file", tokFile, "-f", seeds, "http://a.example/"}, &out, &errOut); code != 0 {
+	if code := Run([]string{"seed", "--node", addr, "--token-file", tokFile, "-f", seeds, "http://a.example/"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("with --token-file: exit %d: %s", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "3 given, 1 new") {
@@ -55,12 +55,12 @@ func TestSeedClientToken(t *testing.T) {
 	}
 	t.Setenv(tokenEnv, tokFile)
 	out.Reset()
-	if code := run([]string{"seed", "--node", addr, "http://d.example/"}, &out, &errOut); code != 0 {
+	if code := Run([]string{"seed", "--node", addr, "http://d.example/"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("with $%s: exit %d: %s", tokenEnv, code, errOut.String())
 	}
 	t.Setenv(tokenEnv, "")
 	errOut.Reset()
-	if code := run([]string{"seed", "--node", addr, "http://e.example/"}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "--token-file") {
+	if code := Run([]string{"seed", "--node", addr, "http://e.example/"}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "--token-file") {
 		t.Errorf("without a token: exit %d, stderr %q; want 1 and a hint", code, errOut.String())
 	}
 	if strings.Contains(errOut.String(), tok) {

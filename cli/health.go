@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/api"
 	"github.com/phasecrawl/phasecrawl/config"
 )
 
@@ -52,20 +52,10 @@ func cmdHealth(args []string, stdout, stderr io.Writer) error {
 	if *ready {
 		path = "/readyz"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nodeURL(*addr, path), nil)
+	c := api.Client{Addr: *addr, Timeout: *timeout, MaxAnswer: 4096}
+	body, err := c.Get(context.Background(), path)
 	if err != nil {
 		return fmt.Errorf("%s of %s: %w", path, *addr, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s of %s: %w", path, *addr, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s of %s: %s: %s", path, *addr, resp.Status, strings.TrimSpace(string(body)))
 	}
 	fmt.Fprintf(stdout, "%s %s\n", *addr, strings.TrimSpace(string(body)))
 	return nil

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ func TestExport(t *testing.T) {
 
 	// While the node (here: the frontier) is open, export refuses.
 	var out, errOut bytes.Buffer
-	if code := run([]string{"export", "--data", data, "--state", "completed"}, &out, &errOut); code != 1 ||
+	if code := Run([]string{"export", "--data", data, "--state", "completed"}, nil, &out, &errOut); code != 1 ||
 		!strings.Contains(errOut.String(), "stop the node first") {
 		t.Fatalf("export of a running node's data: exit %d, %s", code, errOut.String())
 	}
@@ -72,7 +72,7 @@ func TestExport(t *testing.T) {
 	} {
 		t.Run(tc.state+"/"+tc.format, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if code := run([]string{"export", "--data", data, "--state", tc.state, "--format", tc.format}, &out, &errOut); code != 0 {
+			if code := Run([]string{"export", "--data", data, "--state", tc.state, "--format", tc.format}, nil, &out, &errOut); code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut.String())
 			}
 			got := strings.Fields(out.String())
@@ -86,7 +86,7 @@ func TestExport(t *testing.T) {
 	// jsonl carries each record's state, status and reason.
 	out.Reset()
 	errOut.Reset()
-	if code := run([]string{"export", "--data", data, "--state", "completed,stalled"}, &out, &errOut); code != 0 {
+	if code := Run([]string{"export", "--data", data, "--state", "completed,stalled"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	got := map[string]exportRecord{}
@@ -112,7 +112,7 @@ func TestExport(t *testing.T) {
 
 	// --out writes a file.
 	file := filepath.Join(t.TempDir(), "urls.txt")
-	if code := run([]string{"export", "--data", data, "--state", "in_list", "--format", "text", "--out", file}, &out, &errOut); code != 0 {
+	if code := Run([]string{"export", "--data", data, "--state", "in_list", "--format", "text", "--out", file}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("--out: exit %d: %s", code, errOut.String())
 	}
 	if b, err := os.ReadFile(file); err != nil || len(strings.Fields(string(b))) != 2 {
@@ -139,7 +139,7 @@ func TestExportFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if code := run(append([]string{"export"}, tc.args...), &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
+			if code := Run(append([]string{"export"}, tc.args...), nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), tc.want) {
 				t.Fatalf("exit %d, stderr %q; want 1 and %q", code, errOut.String(), tc.want)
 			}
 		})

@@ -1,12 +1,15 @@
-package main
+package cli
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 func TestHealthAddr(t *testing.T) {
@@ -55,7 +58,7 @@ func TestHealthCommand(t *testing.T) {
 	}))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
-	closed := freeAddr(t)
+	closed := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t, "127.0.0.1"))
 
 	for _, tc := range []struct {
 		name  string
@@ -74,7 +77,7 @@ func TestHealthCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ready.Store(tc.ready)
 			var out, errOut bytes.Buffer
-			code := run(append([]string{"health"}, tc.args...), &out, &errOut)
+			code := Run(append([]string{"health"}, tc.args...), nil, &out, &errOut)
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d (stdout %q, stderr %q)", code, tc.code, out.String(), errOut.String())
 			}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -15,8 +15,8 @@ func TestDemoCluster(t *testing.T) {
 		t.Skip("cluster demo in -short mode")
 	}
 	var out, errOut bytes.Buffer
-	code := run([]string{"demo", "--nodes", "2", "--hosts", "40", "--pages", "800", "--delay", "5ms",
-		"--phase-duration", "2s", "--data", t.TempDir(), "--json"}, &out, &errOut)
+	code := Run([]string{"demo", "--nodes", "2", "--hosts", "40", "--pages", "800", "--delay", "5ms",
+		"--phase-duration", "2s", "--data", t.TempDir(), "--json"}, nil, &out, &errOut)
 	var sum demoSummary
 	if err := json.Unmarshal(out.Bytes(), &sum); err != nil {
 		t.Fatalf("exit %d, summary %q: %v\n%s", code, out.String(), err, errOut.String())

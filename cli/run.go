@@ -1,21 +1,64 @@
-package main
+package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/api"
+	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
-// donePoll is how often run --exit-when-done looks at the crawl.
-const donePoll = 500 * time.Millisecond
+// newLogger builds the slog logger the configuration asks for.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// cmdRun starts a node (phasecrawl run) and runs it until SIGINT or
+// SIGTERM or, with exit_when_done, until the crawl is done (watchDone).
+func cmdRun(args []string, stderr io.Writer) error {
+	cfg, err := config.Load(args, os.LookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	log.Info("config loaded", "name", cfg.Name, "data", cfg.Data, "http", cfg.HTTP, "workers", cfg.Workers, "delay", cfg.Delay, "seeds", len(cfg.Seeds))
+	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: log}})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cfg.ExitWhenDone {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go watchDone(ctx, n, cfg.DoneGrace, log, cancel)
+	}
+	return n.Run(ctx)
+}
+
+// donePoll is how often run --exit-when-done looks at the crawl;
+// memberTimeout bounds each member's answer.
+const (
+	donePoll      = 500 * time.Millisecond
+	memberTimeout = 2 * time.Second
+)
 
 // watchDone ends a node run with exit_when_done (stop) once the crawl is
 // done: alone, once the node is done; in a cluster, once every member is.
@@ -35,7 +78,6 @@ const donePoll = 500 * time.Millisecond
 // same done cluster saw no work in between. A member that cannot be
 // asked, or that gossip suspects, makes the crawl not done.
 func watchDone(ctx context.Context, n *node.Node, grace time.Duration, log *slog.Logger, stop context.CancelFunc) {
-	client := &http.Client{Timeout: 2 * time.Second}
 	t := time.NewTicker(donePoll)
 	defer t.Stop()
 	var last string
@@ -46,7 +88,7 @@ func watchDone(ctx context.Context, n *node.Node, grace time.Duration, log *slog
 			return
 		case <-t.C:
 		}
-		fp, g, ok := crawlDone(ctx, n, client)
+		fp, g, ok := crawlDone(ctx, n)
 		g = max(g, grace)
 		now := time.Now()
 		switch {
@@ -64,8 +106,11 @@ func watchDone(ctx context.Context, n *node.Node, grace time.Duration, log *slog
 
 // crawlDone looks at every member once: ok when each is done, with the
 // fingerprint of what it saw and the largest done_grace of the members.
-func crawlDone(ctx context.Context, n *node.Node, client *http.Client) (fp string, grace time.Duration, ok bool) {
-	return doneView(n.Status(), func(api string) (node.Status, error) { return memberStatus(ctx, client, api) })
+func crawlDone(ctx context.Context, n *node.Node) (fp string, grace time.Duration, ok bool) {
+	return doneView(n.Status(), func(addr string) (node.Status, error) {
+		c := api.Client{Addr: addr, Timeout: memberTimeout, MaxAnswer: 1 << 20}
+		return c.Status(ctx)
+	})
 }
 
 // doneView is crawlDone on this node's status self, asking the other
@@ -114,25 +159,4 @@ func doneView(self node.Status, ask func(api string) (node.Status, error)) (fp s
 // stops (shutdown_timeout), as at any graceful stop.
 func budgetSpent(st node.Status) bool {
 	return st.Budget.Reached != ""
-}
-
-// memberStatus asks the member whose API listens at addr for its status.
-func memberStatus(ctx context.Context, client *http.Client, addr string) (node.Status, error) {
-	var st node.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, nodeURL(addr, "/v1/status"), nil)
-	if err != nil {
-		return st, fmt.Errorf("member status: %w", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("member status: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("member status: %s answered %s", addr, resp.Status)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return st, fmt.Errorf("member status from %s: %w", addr, err)
-	}
-	return st, nil
 }

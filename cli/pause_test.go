@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func TestPauseCommand(t *testing.T) {
 		{[]string{"resume", "--node", api.URL, "--token-file", tokFile, "extra"}, 1, "unexpected arguments"},
 	} {
 		var out, errOut bytes.Buffer
-		code := run(tc.args, &out, &errOut)
+		code := Run(tc.args, nil, &out, &errOut)
 		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.out) {
 			t.Errorf("%v: exit %d, %q %q; want %d and %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.out)
 		}

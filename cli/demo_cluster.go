@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
-	"github.com/phasecrawl/phasecrawl/launch"
-	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/launch"
+	"github.com/phasecrawl/phasecrawl/node"
 )
 
 // demoNode is one node of `phasecrawl demo`.

@@ -1,35 +1,36 @@
-package main
+package cli
 
 import (
-	"encoding/json"
+	"context"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/api"
 )
+
+// planPage is the sites asked of the node at a time: the API's most.
+const planPage = 1000
 
 // cmdPlan prints a node's revisit plan (GET /v1/plan, every page) as a table.
 func cmdPlan(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("node", "127.0.0.1:7070", "node API address")
+	addr := nodeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tPRIORITY\tREVISIT_S\tNEXT_DUE\tLAST_ROUND_S\tMEASURED\tPAGES\tBYTES\tDEADLINE_S")
+	c := api.Client{Addr: *addr}
 	var spare *float64
 	var roundEnd *time.Time
 	for after, first := "", true; first || after != ""; first = false {
-		page, err := getPlan(*addr, after)
+		page, err := c.Plan(context.Background(), after, planPage)
 		if err != nil {
-			return err
+			return fmt.Errorf("plan of %s: %w", *addr, err)
 		}
 		spare, roundEnd = page.SpareS, page.FirstRoundEnd
 		for _, s := range page.Sites {
@@ -57,24 +58,4 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "first_round_end: %s (estimated)\n", roundEnd.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-func getPlan(addr, after string) (node.PlanPage, error) {
-	var page node.PlanPage
-	resp, err := apiClient.Get(nodeURL(addr, "/v1/plan?limit=1000&after="+url.QueryEscape(after)))
-	if err != nil {
-		return page, fmt.Errorf("plan of %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return page, fmt.Errorf("plan of %s: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return page, fmt.Errorf("plan of %s: %s: %s", addr, resp.Status, strings.TrimSpace(string(data)))
-	}
-	if err := json.Unmarshal(data, &page); err != nil {
-		return page, fmt.Errorf("plan of %s: %w", addr, err)
-	}
-	return page, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -57,7 +57,7 @@ func TestSalvageFlags(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := run(append([]string{"salvage"}, tc.args...), &out, &errOut)
+			code := Run(append([]string{"salvage"}, tc.args...), nil, &out, &errOut)
 			if code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut.String(), tc.code, tc.want)
 			}
@@ -66,7 +66,7 @@ func TestSalvageFlags(t *testing.T) {
 
 	// A dry run reads the directory and needs neither --node nor a key.
 	var out, errOut bytes.Buffer
-	if code := run([]string{"salvage", "--data", data, "--dry-run", "--json"}, &out, &errOut); code != 0 {
+	if code := Run([]string{"salvage", "--data", data, "--dry-run", "--json"}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("dry run: exit %d: %s", code, errOut.String())
 	}
 	var sum salvage.Summary

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func TestCmdCDXJ(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"cdxj", "--data", data}, &out, &errb); code != 0 || !strings.Contains(out.String(), "indexed "+f) {
+	if code := Run([]string{"cdxj", "--data", data}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "indexed "+f) {
 		t.Fatalf("cdxj --data: %d %s %s", code, out.String(), errb.String())
 	}
 	idx, err := os.ReadFile(f + archive.CDXJSuffix)
@@ -43,17 +43,17 @@ func TestCmdCDXJ(t *testing.T) {
 		t.Fatalf("index %q, %v", idx, err)
 	}
 	out.Reset()
-	if code := run([]string{"cdxj", "--check", "--data", data}, &out, &errb); code != 0 || !strings.Contains(out.String(), "(2 lines)") {
+	if code := Run([]string{"cdxj", "--check", "--data", data}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "(2 lines)") {
 		t.Fatalf("cdxj --check: %d %s %s", code, out.String(), errb.String())
 	}
 	// a line pointing at the wrong record is reported
 	if err := os.WriteFile(f+archive.CDXJSuffix, bytes.Replace(idx, []byte(`"offset":"`), []byte(`"offset":"1`), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code := run([]string{"cdxj", "--check", f}, &out, &errb); code == 0 {
+	if code := Run([]string{"cdxj", "--check", f}, nil, &out, &errb); code == 0 {
 		t.Error("cdxj --check passes a wrong offset")
 	}
-	if code := run([]string{"cdxj"}, &out, &errb); code == 0 {
+	if code := Run([]string{"cdxj"}, nil, &out, &errb); code == 0 {
 		t.Error("cdxj without --data or files succeeds")
 	}
 }

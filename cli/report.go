@@ -1,14 +1,13 @@
-package main
+package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"path/filepath"
-	"strings"
 
 	"github.com/phasecrawl/phasecrawl/api"
 	"github.com/phasecrawl/phasecrawl/frontier"
@@ -124,15 +123,14 @@ func dataReport(dir string) (report.Report, error) {
 // of the node at addr (the node alone when it runs alone). A member that
 // does not answer is named on stderr and left out.
 func clusterReport(addr string, stderr io.Writer) (report.Report, error) {
-	var ms struct {
-		Members []api.MemberView `json:"members"`
-	}
-	if err := getJSON(addr, "/v1/members", &ms); err != nil {
-		return report.Report{}, err
+	ctx := context.Background()
+	members, err := (&api.Client{Addr: addr}).Members(ctx)
+	if err != nil {
+		return report.Report{}, fmt.Errorf("members of %s: %w", addr, err)
 	}
 	var rep report.Report
 	asked := 0
-	for _, m := range ms.Members {
+	for _, m := range members {
 		target := m.API
 		if m.Self || target == "" {
 			target = addr // this node: the address we reached it at
@@ -141,7 +139,7 @@ func clusterReport(addr string, stderr io.Writer) (report.Report, error) {
 			fmt.Fprintf(stderr, "member %s is %s: left out\n", m.Name, m.State)
 			continue
 		}
-		one, err := memberReport(target)
+		one, err := memberReport(ctx, target)
 		if err != nil {
 			fmt.Fprintf(stderr, "member %s: %v: left out\n", m.Name, err)
 			continue
@@ -156,37 +154,18 @@ func clusterReport(addr string, stderr io.Writer) (report.Report, error) {
 }
 
 // memberReport asks one node for its three reports.
-func memberReport(addr string) (report.Report, error) {
+func memberReport(ctx context.Context, addr string) (report.Report, error) {
+	c := api.Client{Addr: addr}
 	var hosts api.HostsReport
 	var mimes, codes api.CountsReport
-	if err := getJSON(addr, fmt.Sprintf("/v1/hosts?sort=queued&n=%d", reportAllHosts), &hosts); err != nil {
-		return report.Report{}, err
-	}
-	if err := getJSON(addr, "/v1/reports/mimetypes", &mimes); err != nil {
-		return report.Report{}, err
-	}
-	if err := getJSON(addr, "/v1/reports/statuscodes", &codes); err != nil {
-		return report.Report{}, err
+	for path, v := range map[string]any{
+		fmt.Sprintf("/v1/hosts?sort=queued&n=%d", reportAllHosts): &hosts,
+		"/v1/reports/mimetypes":                                   &mimes,
+		"/v1/reports/statuscodes":                                 &codes,
+	} {
+		if err := c.GetJSON(ctx, path, v); err != nil {
+			return report.Report{}, fmt.Errorf("GET %s: %w", path, err)
+		}
 	}
 	return report.Report{Hosts: hosts.Hosts, MIMETypes: mimes.Rows, StatusCodes: codes.Rows}, nil
-}
-
-// getJSON GETs path from the node at addr into v.
-func getJSON(addr, path string, v any) error {
-	resp, err := apiClient.Get(nodeURL(addr, path))
-	if err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return fmt.Errorf("GET %s from %s: %w", path, addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s from %s: %s: %s", path, addr, resp.Status, strings.TrimSpace(string(data)))
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("GET %s from %s: %w", path, addr, err)
-	}
-	return nil
 }

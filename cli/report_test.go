@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -14,11 +14,11 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/api"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/report"
-	"github.com/phasecrawl/phasecrawl/demo/synthweb"
-	"github.com/phasecrawl/phasecrawl/demo/webnode"
 )
 
 // reportWeb serves a small synthetic web on loopback.
@@ -104,7 +104,7 @@ func apiGet(t *testing.T, addr, path string, v any) int {
 func runReport(t *testing.T, args ...string) report.Report {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	if code := run(append([]string{"report", "--json"}, args...), &out, &errOut); code != 0 {
+	if code := Run(append([]string{"report", "--json"}, args...), nil, &out, &errOut); code != 0 {
 		t.Fatalf("report %v: exit %d: %s", args, code, errOut.String())
 	}
 	var rep report.Report
@@ -228,7 +228,7 @@ func TestReportNode(t *testing.T) {
 		t.Errorf("report --data differs from the API:\n%+v\n%+v", byData.Hosts, hr.Hosts)
 	}
 	var text bytes.Buffer
-	if code := run([]string{"report", "--data", cfg.Data, "--sort", "errors", "--n", "2"}, &text, io.Discard); code != 0 ||
+	if code := Run([]string{"report", "--data", cfg.Data, "--sort", "errors", "--n", "2"}, nil, &text, io.Discard); code != 0 ||
 		!strings.Contains(text.String(), "== hosts (2)") || !strings.Contains(text.String(), "text/html") {
 		t.Errorf("text report (exit %d):\n%s", code, text.String())
 	}
@@ -255,7 +255,7 @@ func TestReportArgs(t *testing.T) {
 		{"report", "--node", "127.0.0.1:1"},
 	} {
 		var errOut bytes.Buffer
-		if code := run(args, io.Discard, &errOut); code != 1 || errOut.Len() == 0 {
+		if code := Run(args, nil, io.Discard, &errOut); code != 1 || errOut.Len() == 0 {
 			t.Errorf("%v: exit %d, %q", args, code, errOut.String())
 		}
 	}
@@ -292,7 +292,7 @@ func TestReportCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seeds bytes.Buffer
-	if code := run(append([]string{"seed", "--node", dn[0].n.Addr().String()}, srv.Web.Seeds()...), &seeds, &seeds); code != 0 {
+	if code := Run(append([]string{"seed", "--node", dn[0].n.Addr().String()}, srv.Web.Seeds()...), nil, &seeds, &seeds); code != 0 {
 		t.Fatalf("seed: exit %d: %s", code, seeds.String())
 	}
 	waitReport(t, 2*time.Minute, "cluster crawl done", func() bool {
