@@ -16,6 +16,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/report"
@@ -70,17 +71,6 @@ func startReportNode(t *testing.T, cfg config.Config) (n *node.Node, stop func()
 	}
 	t.Cleanup(stop)
 	return n, stop
-}
-
-func waitReport(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // apiGet GETs path from the node at addr: its status code and body.
@@ -147,7 +137,7 @@ func TestReportNode(t *testing.T) {
 	cfg.Scope.MaxDepth = 6
 	n, stop := startReportNode(t, cfg)
 	addr := n.Addr().String()
-	waitReport(t, 2*time.Minute, "crawl done", func() bool { return n.Status().Done })
+	wait.For(t, 2*time.Minute, "crawl done", func() bool { return n.Status().Done })
 	st := n.Status()
 
 	var hr api.HostsReport
@@ -238,7 +228,7 @@ func TestReportNode(t *testing.T) {
 	n2, stop2 := startReportNode(t, cfg)
 	defer stop2()
 	var again api.HostsReport
-	waitReport(t, 30*time.Second, "restarted node's hosts report", func() bool {
+	wait.For(t, 30*time.Second, "restarted node's hosts report", func() bool {
 		apiGet(t, n2.Addr().String(), "/v1/hosts?sort=requests&n=1000", &again)
 		return reflect.DeepEqual(again.Hosts, hr.Hosts)
 	})
@@ -295,7 +285,7 @@ func TestReportCluster(t *testing.T) {
 	if code := Run(append([]string{"seed", "--node", dn[0].n.Addr().String()}, srv.Web.Seeds()...), nil, &seeds, &seeds); code != 0 {
 		t.Fatalf("seed: exit %d: %s", code, seeds.String())
 	}
-	waitReport(t, 2*time.Minute, "cluster crawl done", func() bool {
+	wait.For(t, 2*time.Minute, "cluster crawl done", func() bool {
 		st := demoStatus(dn)
 		return st.Done && st.PagesFetched > 0
 	})

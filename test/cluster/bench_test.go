@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
@@ -135,7 +136,7 @@ func crawlSeeds(b *testing.B, ps []*proc, seeds []string, within time.Duration) 
 		b.Fatal(err)
 	}
 	seen := 0
-	harness.WaitUntil(b, within, "crawl done", func() bool {
+	wait.For(b, within, "crawl done", func() bool {
 		if crawlDone(ps) {
 			if seen == 0 {
 				doneAt = time.Now()
