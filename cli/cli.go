@@ -111,9 +111,6 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// defaultNode is the default --node of the commands that talk to a node.
-const defaultNode = "127.0.0.1:7070"
-
 // tokenEnv names the environment variable with the API token file (the
 // node's api_token_file key has the same variable).
 var tokenEnv = config.EnvName("api_token_file")
@@ -121,9 +118,10 @@ var tokenEnv = config.EnvName("api_token_file")
 // tokenHint says what to do when a node refuses a write (401).
 var tokenHint = "give its API token with --token-file or $" + tokenEnv
 
-// nodeFlag defines --node, the API address of a running node.
+// nodeFlag defines --node, the API address of a running node (default:
+// a node's default http, 127.0.0.1:7070).
 func nodeFlag(fs *flag.FlagSet) *string {
-	return fs.String("node", defaultNode, "node API address")
+	return fs.String("node", config.Default().HTTP, "node API address")
 }
 
 // tokenFlag defines --token-file, the file with the node's API token.

@@ -1,6 +1,7 @@
-// Package synthweb is a deterministic synthetic web for testing and
-// benchmarking crawlers: many virtual hosts served by one http.Handler (one
-// loopback listener, hosts told apart by the Host header), Zipf-distributed
+// Package synthweb is a deterministic synthetic web for the demo (phasecrawl
+// demo, phasecrawl synthweb) and for testing and benchmarking crawlers:
+// many virtual hosts served by one http.Handler (one loopback listener,
+// hosts told apart by the Host header), Zipf-distributed
 // site sizes, same-host and cross-host links, robots.txt variants with
 // disallowed paths and Crawl-delay, slow and gzip hosts, 404/410 pages,
 // redirects, non-HTML files, links a crawler must not follow (rel=nofollow,
