@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cli"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // TestBinary builds phasecrawl, runs a node as its own process, drives it
@@ -42,7 +43,7 @@ func TestBinary(t *testing.T) {
 		}
 	}))
 	defer site.Close()
-	addr := freeAddr(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t, "127.0.0.1"))
 	data := filepath.Join(dir, "data")
 
 	start := func() (*exec.Cmd, *bytes.Buffer) {
@@ -91,7 +92,7 @@ func TestBinary(t *testing.T) {
 
 	cmd, logs := start()
 	var out, errOut bytes.Buffer
-	if code := run([]string{"seed", "--node", addr, site.URL + "/", "ftp://nope/"}, &out, &errOut); code != 1 {
+	if code := cli.Run([]string{"seed", "--node", addr, site.URL + "/", "ftp://nope/"}, nil, &out, &errOut); code != 1 {
 		t.Errorf("seed with a bad URL: exit %d, want 1 (%s)", code, errOut.String())
 	}
 	if !strings.Contains(out.String(), "2 given, 1 new") || !strings.Contains(out.String(), "line 2") {
@@ -101,7 +102,7 @@ func TestBinary(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for st.Frontier.Completed < 3 {
 		out.Reset()
-		if code := run([]string{"status", "--node", addr, "--json"}, &out, &errOut); code != 0 {
+		if code := cli.Run([]string{"status", "--node", addr, "--json"}, nil, &out, &errOut); code != 0 {
 			t.Fatalf("status: exit %d: %s", code, errOut.String())
 		}
 		if err := json.Unmarshal(out.Bytes(), &st); err != nil {
@@ -113,7 +114,7 @@ func TestBinary(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	out.Reset()
-	if code := run([]string{"status", "--node", addr}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "completed 3") {
+	if code := cli.Run([]string{"status", "--node", addr}, nil, &out, &errOut); code != 0 || !strings.Contains(out.String(), "completed 3") {
 		t.Errorf("status text (exit %d): %s", code, out.String())
 	}
 	stop(cmd, logs)
@@ -121,7 +122,7 @@ func TestBinary(t *testing.T) {
 	// Same data again: the pages are known, the seed is not new.
 	cmd, logs = start()
 	out.Reset()
-	run([]string{"seed", "--node", addr, site.URL + "/"}, &out, &errOut)
+	cli.Run([]string{"seed", "--node", addr, site.URL + "/"}, nil, &out, &errOut)
 	if !strings.Contains(out.String(), "1 given, 0 new") {
 		t.Errorf("after restart the seed should be known: %q", out.String())
 	}
@@ -137,12 +138,25 @@ func TestBinary(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// TestLinksNoTestPackage: the binary links no package under test/ (the
+// demo's synthetic web is demo/synthweb); go list names every package it
+// links.
+func TestLinksNoTestPackage(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("go list -deps: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	const mod = "github.com/phasecrawl/phasecrawl"
+	var ours int
+	for _, p := range strings.Fields(string(out)) {
+		if p == mod+"/test" || strings.HasPrefix(p, mod+"/test/") {
+			t.Errorf("the binary links %s", p)
+		}
+		if strings.HasPrefix(p, mod+"/") {
+			ours++
+		}
+	}
+	if ours < 10 || !strings.Contains(string(out), mod+"/demo/synthweb\n") {
+		t.Fatalf("go list -deps names %d of the module's packages, without demo/synthweb: %s", ours, out)
+	}
 }

@@ -168,7 +168,7 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) handlePause(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		changed := s.node.SetPaused(pause, r.RemoteAddr)
-		writeJSON(w, http.StatusOK, map[string]bool{"paused": pause, "changed": changed})
+		writeJSON(w, http.StatusOK, PauseResult{Paused: pause, Changed: changed})
 	}
 }
 

@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -32,7 +30,6 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 	views := make([]MemberView, len(members))
 	ctx, cancel := context.WithTimeout(r.Context(), membersTimeout)
 	defer cancel()
-	client := &http.Client{Timeout: membersTimeout}
 	var wg sync.WaitGroup
 	for i, m := range members {
 		views[i].MemberStatus = m
@@ -47,7 +44,7 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 			wg.Add(1)
 			go func(v *MemberView) {
 				defer wg.Done()
-				st, err := memberStatus(ctx, client, v.API)
+				st, err := memberStatus(ctx, v.API)
 				if err != nil {
 					v.Error = err.Error()
 					return
@@ -62,21 +59,10 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 }
 
 // memberStatus asks the member whose API listens at api for its status.
-func memberStatus(ctx context.Context, client *http.Client, api string) (*Status, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/v1/status", nil)
+func memberStatus(ctx context.Context, api string) (*Status, error) {
+	c := Client{Addr: api, Timeout: membersTimeout, MaxAnswer: maxMemberStatus}
+	st, err := c.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("member API %q: %w", api, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("member status: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("member status: %s answered %s", api, resp.Status)
-	}
-	var st Status
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxMemberStatus)).Decode(&st); err != nil {
 		return nil, fmt.Errorf("member status from %s: %w", api, err)
 	}
 	return &st, nil

@@ -98,6 +98,13 @@ type SeedResult struct {
 	Error    string    `json:"error,omitempty"`
 }
 
+// PauseResult answers POST /v1/pause and /v1/resume: whether the node is
+// paused now, and whether the request changed that.
+type PauseResult struct {
+	Changed bool `json:"changed"`
+	Paused  bool `json:"paused"`
+}
+
 // CrawlLogTail answers GET /v1/crawl-log: the last lines of the crawl log
 // (as written: JSON objects), oldest first.
 type CrawlLogTail struct {

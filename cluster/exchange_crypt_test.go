@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // tap is a loopback man in the middle: it relays TCP between a sender and a
@@ -137,8 +138,8 @@ func TestExchangeWireConfidential(t *testing.T) {
 	const n = 6000
 	urls := wireURLs(n)
 	route(t, a.x, urls, 500)
-	waitFor(t, 30*time.Second, "URLs at the receiver", func() bool { return b.ins.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
+	wait.For(t, 30*time.Second, "URLs at the receiver", func() bool { return b.ins.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
 	c2s, s2c := tp.recorded()
 
 	var plain int
@@ -276,7 +277,7 @@ func TestExchangeFramesTampered(t *testing.T) {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					t.Fatalf("the receiver kept the connection open after a bad frame")
 				}
-				waitFor(t, 5*time.Second, "the bad frame counted", func() bool { return b.x.Stats().BadFrames == 1 })
+				wait.For(t, 5*time.Second, "the bad frame counted", func() bool { return b.x.Stats().BadFrames == 1 })
 			}
 			if acks != tc.acks {
 				t.Errorf("%d acks, want %d", acks, tc.acks)
@@ -312,7 +313,7 @@ func TestExchangeForgedAckRejected(t *testing.T) {
 	book.set("b", tp.ln.Addr().String())
 	const n = 300
 	route(t, a.x, testURLs("ack", n), n)
-	waitFor(t, 20*time.Second, "URLs at b and an empty outbox", func() bool { return b.ins.distinct() == n && a.ob.Len() == 0 })
+	wait.For(t, 20*time.Second, "URLs at b and an empty outbox", func() bool { return b.ins.distinct() == n && a.ob.Len() == 0 })
 	s := a.x.Stats()
 	if s.Dials < 2 || s.BatchesResent < 1 || s.DialErrors < 1 {
 		t.Errorf("sender: %d dials, %d resent, %d failures: want a rejected ack, a reconnect and a resend", s.Dials, s.BatchesResent, s.DialErrors)
@@ -336,7 +337,7 @@ func TestHandshakeWithoutKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.Close()
-	waitFor(t, 5*time.Second, "the recording", func() bool {
+	wait.For(t, 5*time.Second, "the recording", func() bool {
 		c2s, s2c := tp.recorded()
 		return len(c2s) == helloLen+sealedName && len(s2c) == helloLen+sealedName+sealedOK
 	})
@@ -359,7 +360,7 @@ func TestHandshakeWithoutKey(t *testing.T) {
 	if len(back) != helloLen+sealedName {
 		t.Errorf("the server answered a replayed handshake with %d bytes, want its hello only (%d), no acceptance", len(back), helloLen+sealedName)
 	}
-	waitFor(t, 5*time.Second, "the refusal counted", func() bool { return b.x.Stats().HandshakeErrors == 1 })
+	wait.For(t, 5*time.Second, "the refusal counted", func() bool { return b.x.Stats().HandshakeErrors == 1 })
 	if b.x.Stats().BatchesReceived != 0 {
 		t.Error("a batch was received")
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // fakeInserter is a map-based URLStore with dedup, like the frontier.
@@ -189,17 +190,6 @@ func newTestNodeIns(t *testing.T, name string, key []byte, owner func(frontier.N
 	return n
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func allTo(name string) func(frontier.NewURL) string {
 	return func(frontier.NewURL) string { return name }
 }
@@ -219,8 +209,8 @@ func TestExchange100kMessagesPer100(t *testing.T) {
 	b := newTestNode(t, "b", testKey, allTo("b"), book)
 	const n = 100_000
 	route(t, a.x, testURLs("flow", n), 500)
-	waitFor(t, 60*time.Second, "100k URLs at b", func() bool { return b.ins.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
+	wait.For(t, 60*time.Second, "100k URLs at b", func() bool { return b.ins.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
 	b.ins.check(t, n)
 	sa, sb := a.x.Stats(), b.x.Stats()
 	if sa.URLsForwarded != n || sb.URLsReceived != n || sb.URLsAdded != n {
@@ -334,15 +324,15 @@ func TestExchangeSurvivesKilledConnections(t *testing.T) {
 	}()
 
 	// 1. A lost ack: the batch is stored but the sender never hears of it.
-	waitFor(t, 30*time.Second, "20k at b", func() bool { return bIns.distinct() >= 20_000 })
+	wait.For(t, 30*time.Second, "20k at b", func() bool { return bIns.distinct() >= 20_000 })
 	px.dropAcks.Store(true)
 	// 2. Kill the proxy (every connection) and bring it back.
-	waitFor(t, 30*time.Second, "40k at b", func() bool { return bIns.distinct() >= 40_000 })
+	wait.For(t, 30*time.Second, "40k at b", func() bool { return bIns.distinct() >= 40_000 })
 	px.kill()
 	time.Sleep(100 * time.Millisecond)
 	px = startProxy(t, pAddr, bAddr)
 	// 3. Restart the receiver itself on the same address.
-	waitFor(t, 30*time.Second, "60k at b", func() bool { return bIns.distinct() >= 60_000 })
+	wait.For(t, 30*time.Second, "60k at b", func() bool { return bIns.distinct() >= 60_000 })
 	bx.Close()
 	time.Sleep(100 * time.Millisecond)
 	bx = startTestExchange(t, "b", bAddr, testKey, bOb, bIns, allTo("b"), &addrBook{}, hook)
@@ -352,8 +342,8 @@ func TestExchangeSurvivesKilledConnections(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "all URLs at b", func() bool { return bIns.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
+	wait.For(t, 60*time.Second, "all URLs at b", func() bool { return bIns.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
 	bIns.check(t, n)
 	s := a.x.Stats()
 	bIns.mu.Lock()
@@ -388,7 +378,7 @@ func TestExchangeSenderRestartResends(t *testing.T) {
 	ax := startTestExchange(t, "a", "127.0.0.1:0", testKey, aOb, newFakeInserter(), allTo("b"), book)
 	const n = 5000
 	route(t, ax, testURLs("restart", n), 1000)
-	waitFor(t, 10*time.Second, "first batch at b", func() bool { return first.Load() != nil })
+	wait.For(t, 10*time.Second, "first batch at b", func() bool { return first.Load() != nil })
 	ax.Close() // the sender dies while waiting for the ack
 	aOb.Close()
 	close(gate) // b stores the batch; its ack goes nowhere
@@ -400,8 +390,8 @@ func TestExchangeSenderRestartResends(t *testing.T) {
 	}
 	ax = startTestExchange(t, "a", "127.0.0.1:0", testKey, aOb, newFakeInserter(), allTo("b"), book)
 	defer ax.Close()
-	waitFor(t, 30*time.Second, "all URLs at b", func() bool { return b.ins.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
+	wait.For(t, 30*time.Second, "all URLs at b", func() bool { return b.ins.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
 	b.ins.check(t, n)
 	// The unacked batch was sent again after the restart: each of its URLs
 	// reached b twice, and no other URL did.
@@ -430,7 +420,7 @@ func TestExchangeWrongKeyRefused(t *testing.T) {
 	a := newTestNode(t, "a", otherKey, allTo("b"), book)
 	b := newTestNode(t, "b", testKey, allTo("b"), book)
 	route(t, a.x, testURLs("key", 100), 100)
-	waitFor(t, 10*time.Second, "refusals", func() bool {
+	wait.For(t, 10*time.Second, "refusals", func() bool {
 		return a.x.Stats().DialErrors >= 2 && b.x.Stats().HandshakeErrors >= 2
 	})
 	if b.ins.distinct() != 0 || b.x.Stats().BatchesReceived != 0 || a.x.Stats().BatchesSent != 0 {
@@ -443,7 +433,7 @@ func TestExchangeWrongKeyRefused(t *testing.T) {
 	// b, the side with the key, cannot send to a either.
 	b2 := newTestNode(t, "b2", testKey, allTo("a"), book)
 	route(t, b2.x, testURLs("key2", 10), 10)
-	waitFor(t, 10*time.Second, "refusal", func() bool { return b2.x.Stats().DialErrors >= 1 })
+	wait.For(t, 10*time.Second, "refusal", func() bool { return b2.x.Stats().DialErrors >= 1 })
 	if a.ins.distinct() != 0 || b2.x.Stats().BatchesSent != 0 {
 		t.Error("a keyless receiver got a batch")
 	}
@@ -467,7 +457,7 @@ func TestExchangeRejectsGarbage(t *testing.T) {
 	if _, err := io.ReadAll(c); err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("want the connection closed, got %v", err)
 	}
-	waitFor(t, 5*time.Second, "handshake error", func() bool { return b.x.Stats().HandshakeErrors == 1 })
+	wait.For(t, 5*time.Second, "handshake error", func() bool { return b.x.Stats().HandshakeErrors == 1 })
 
 	// Authenticated, then a frame with a good MAC but a garbage payload,
 	// then a forged frame, then an oversized one: each closes the connection.
@@ -488,7 +478,7 @@ func TestExchangeRejectsGarbage(t *testing.T) {
 		if _, err := x.readFrame(); err == nil {
 			t.Fatalf("case %d: got an answer to garbage", i)
 		}
-		waitFor(t, 5*time.Second, "bad frame counted", func() bool { return b.x.Stats().BadFrames == uint64(i+1) })
+		wait.For(t, 5*time.Second, "bad frame counted", func() bool { return b.x.Stats().BadFrames == uint64(i+1) })
 	}
 	if b.ins.distinct() != 0 || b.x.Stats().BatchesReceived != 0 {
 		t.Error("garbage was stored")
@@ -571,7 +561,7 @@ func TestExchangeReroutesAtSendTime(t *testing.T) {
 	const n = 3000
 	urls := testURLs("reroute", n)
 	route(t, a.x, urls, 1000)
-	waitFor(t, 5*time.Second, "a failed attempt", func() bool { return a.x.Stats().DialErrors > 0 })
+	wait.For(t, 5*time.Second, "a failed attempt", func() bool { return a.x.Stats().DialErrors > 0 })
 	if a.ob.Pending()["c"] != n {
 		t.Fatalf("pending %v", a.ob.Pending())
 	}
@@ -579,8 +569,8 @@ func TestExchangeReroutesAtSendTime(t *testing.T) {
 	owner = "split" // c left: its share now belongs to a and b
 	mu.Unlock()
 	a.x.Kick()
-	waitFor(t, 20*time.Second, "all URLs placed", func() bool { return a.ins.distinct()+b.ins.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
+	wait.For(t, 20*time.Second, "all URLs placed", func() bool { return a.ins.distinct()+b.ins.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return a.ob.Len() == 0 })
 	s := a.x.Stats()
 	if s.URLsRerouted != n || int(s.URLsLocal) != a.ins.distinct() || a.ins.distinct() == 0 || b.ins.distinct() == 0 {
 		t.Errorf("rerouted %d, local %d, a %d, b %d", s.URLsRerouted, s.URLsLocal, a.ins.distinct(), b.ins.distinct())
@@ -591,7 +581,7 @@ func TestExchangeReroutesAtSendTime(t *testing.T) {
 	if _, err := a.x.RouteDone(context.Background(), []frontier.NewURL{{URL: "http://x/1"}, {URL: "http://x/22"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "done records", func() bool {
+	wait.For(t, 10*time.Second, "done records", func() bool {
 		b.ins.mu.Lock()
 		defer b.ins.mu.Unlock()
 		a.ins.mu.Lock()
@@ -652,14 +642,14 @@ func TestExchangeBatchPacing(t *testing.T) {
 	t.Cleanup(func() { x.Close(); ob.Close() })
 	urls := testURLs("pace", 11)
 	route(t, x, urls[:1], 1)
-	waitFor(t, 10*time.Second, "the first URL after a quiet spell", func() bool { return b.ins.distinct() == 1 })
+	wait.For(t, 10*time.Second, "the first URL after a quiet spell", func() bool { return b.ins.distinct() == 1 })
 	route(t, x, urls[1:4], 3)
 	time.Sleep(300 * time.Millisecond)
 	if got := b.ins.distinct(); got != 1 {
 		t.Fatalf("a partial batch went before MaxDelay (1m): %d URLs at b, want 1", got)
 	}
 	route(t, x, urls[4:11], 7)
-	waitFor(t, 10*time.Second, "MinBatch URLs", func() bool { return b.ins.distinct() == 11 })
+	wait.For(t, 10*time.Second, "MinBatch URLs", func() bool { return b.ins.distinct() == 11 })
 	if st := x.Stats(); st.BatchesSent != 2 {
 		t.Fatalf("%d batches sent, want 2", st.BatchesSent)
 	}
@@ -747,13 +737,13 @@ func TestExchangeLendsBackInAck(t *testing.T) {
 
 	const n = 3000
 	route(t, ax, testURLs("lendback", n), 100)
-	waitFor(t, 20*time.Second, "all URLs at b", func() bool { return bIns.distinct() == n })
-	waitFor(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
+	wait.For(t, 20*time.Second, "all URLs at b", func() bool { return bIns.distinct() == n })
+	wait.For(t, 10*time.Second, "empty outbox", func() bool { return aOb.Len() == 0 })
 	lender.mu.Lock()
 	want := len(lender.lent)
 	peers := maps.Clone(lender.peers)
 	lender.mu.Unlock()
-	waitFor(t, 10*time.Second, "the lent URLs at a", func() bool { return rec.count() == want })
+	wait.For(t, 10*time.Second, "the lent URLs at a", func() bool { return rec.count() == want })
 	if want == 0 || peers["a"] != n || len(peers) != 1 {
 		t.Fatalf("lender saw %v and lent %d; want %d URLs from a, some lent", peers, want, n)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/testpki"
 )
 
@@ -90,7 +91,7 @@ func TestExchangeMutualTLS(t *testing.T) {
 			urls := wireURLs(500)
 			route(t, a.x, urls, 250)
 			if !tc.ok {
-				waitFor(t, 10*time.Second, "refusals", func() bool {
+				wait.For(t, 10*time.Second, "refusals", func() bool {
 					return a.x.Stats().DialErrors >= 2 && b.x.Stats().HandshakeErrors >= 2
 				})
 				if b.ins.distinct() != 0 || b.x.Stats().BatchesReceived != 0 || a.x.Stats().BatchesSent != 0 {
@@ -98,7 +99,7 @@ func TestExchangeMutualTLS(t *testing.T) {
 				}
 				return
 			}
-			waitFor(t, 20*time.Second, "URLs at b", func() bool { return b.ins.distinct() == len(urls) && a.ob.Len() == 0 })
+			wait.For(t, 20*time.Second, "URLs at b", func() bool { return b.ins.distinct() == len(urls) && a.ob.Len() == 0 })
 			c2s, s2c := tp.recorded()
 			// TLS records (0x16: handshake, version 3.x) from the first byte
 			// on; the cluster key's handshake is not visible inside.

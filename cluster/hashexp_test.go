@@ -7,17 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // synthWebName and siteName name the experiment's URL lists.
 const (
-	synthWebName = "synthetic web (test/synthweb default, ~590 hosts, Zipf sizes)"
+	synthWebName = "synthetic web (demo/synthweb default, ~590 hosts, Zipf sizes)"
 	siteName     = "university-shaped site (testdata, ~100 hosts)"
 )
 
 // experimentLists returns the URL lists of the experiment: the pages a
-// correct crawl of the default synthetic web fetches (test/synthweb's
+// correct crawl of the default synthetic web fetches (demo/synthweb's
 // oracle), and the university-shaped list in testdata.
 func experimentLists(t *testing.T) map[string][]string {
 	t.Helper()

@@ -3,6 +3,8 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestExchangeResetFailsPendingAck: a batch whose ack does not come (the
@@ -18,11 +20,11 @@ func TestExchangeResetFailsPendingAck(t *testing.T) {
 	a := newTestNode(t, "a", testKey, allTo("b"), book)
 	urls := testURLs("reset", 50)
 	route(t, a.x, urls, 50)
-	waitFor(t, 5*time.Second, "a batch sent to b", func() bool { return a.x.Stats().BatchesSent >= 1 })
+	wait.For(t, 5*time.Second, "a batch sent to b", func() bool { return a.x.Stats().BatchesSent >= 1 })
 	a.x.Reset("nobody") // no sender: nothing happens
 	start := time.Now()
 	a.x.Reset("b")
-	waitFor(t, 5*time.Second, "the batch sent again on a new connection", func() bool {
+	wait.For(t, 5*time.Second, "the batch sent again on a new connection", func() bool {
 		st := a.x.Stats()
 		return st.Dials >= 2 && st.BatchesResent >= 1 && st.AcksReceived >= 1
 	})
@@ -30,7 +32,7 @@ func TestExchangeResetFailsPendingAck(t *testing.T) {
 		t.Errorf("resent after %s", d)
 	}
 	close(gate)
-	waitFor(t, 10*time.Second, "every URL delivered", func() bool {
+	wait.For(t, 10*time.Second, "every URL delivered", func() bool {
 		insB.mu.Lock()
 		defer insB.mu.Unlock()
 		return len(insB.seen) == len(urls)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // memSeedHosts is a ScopeDelegate in memory.
@@ -74,12 +75,12 @@ func TestSeedHostsShared(t *testing.T) {
 	if !sb.has("a.test") {
 		t.Fatalf("b's join gate opened before it had a's seed hosts: %q", sb.SeedHosts())
 	}
-	waitFor(t, 20*time.Second, "a has b's seed hosts", func() bool { return sa.has("b.test") })
+	wait.For(t, 20*time.Second, "a has b's seed hosts", func() bool { return sa.has("b.test") })
 
 	if err := b.c.ShareSeedHosts(context.Background(), []string{"c.test", "d.test"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a has the hosts shared by b", func() bool { return sa.has("c.test", "d.test") })
+	wait.For(t, 20*time.Second, "a has the hosts shared by b", func() bool { return sa.has("c.test", "d.test") })
 
 	c := startTestClusterWith(t, "c", withScope(sc), a.c.members.Addr())
 	c.fetching(t)
@@ -87,7 +88,7 @@ func TestSeedHostsShared(t *testing.T) {
 		t.Fatalf("c's join gate opened with seed hosts %q, want %q", sc.SeedHosts(), want)
 	}
 	for _, tc := range []*testCluster{a, b, c} {
-		waitFor(t, 20*time.Second, tc.c.cfg.Name+"'s outbox empties", func() bool { return tc.c.outbox.Len() == 0 })
+		wait.For(t, 20*time.Second, tc.c.cfg.Name+"'s outbox empties", func() bool { return tc.c.outbox.Len() == 0 })
 	}
 }
 
@@ -101,12 +102,12 @@ func TestSeedHostsDroppedForGoneMember(t *testing.T) {
 	b := startTestClusterWith(t, "b", func(c *NodeConfig) { c.Scope = sb }, a.c.members.Addr())
 	b.fetching(t)
 	b.kill(t)
-	waitFor(t, 20*time.Second, "a sees b gone", func() bool { return len(a.c.members.Alive()) == 1 })
+	wait.For(t, 20*time.Second, "a sees b gone", func() bool { return len(a.c.members.Alive()) == 1 })
 	if err := a.c.outbox.put(context.Background(), "b", KindScope, scopeEntries([]string{"x.test"})); err != nil {
 		t.Fatal(err)
 	}
 	a.c.x.Kick()
-	waitFor(t, 20*time.Second, "a's outbox empties", func() bool { return a.c.outbox.Len() == 0 })
+	wait.For(t, 20*time.Second, "a's outbox empties", func() bool { return a.c.outbox.Len() == 0 })
 }
 
 // TestScopeDigestMismatchRefused: a node whose scope settings differ from

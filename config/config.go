@@ -323,7 +323,7 @@ type Canonical struct {
 
 // Fetch configures the HTTP fetcher.
 type Fetch struct {
-	// ConnectTimeout bounds TCP connect and TLS handshake. Default 15s (seed 003).
+	// ConnectTimeout bounds TCP connect and TLS handshake. Default 15s (Kim, Kim & Chin's timeout).
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// HeaderTimeout bounds the wait for response headers. Default 10s.
 	HeaderTimeout time.Duration `yaml:"header_timeout"`

@@ -19,8 +19,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // interpolate applies compose's ${VAR} and ${VAR:-default} substitution.
@@ -482,7 +483,7 @@ func TestComposeCluster(t *testing.T) {
 	}
 	waitCluster := func(members []string) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("cluster of %v", members), 90*time.Second, 500*time.Millisecond, func() (bool, string) {
+		wait.For(t, 90*time.Second, fmt.Sprintf("cluster of %v", members), func() (bool, string) {
 			var state []string
 			ok := true
 			for _, n := range members {
@@ -555,7 +556,7 @@ func TestComposeCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			cid = strings.TrimSpace(cid)
-			waitFor(t, n+" healthy", 60*time.Second, time.Second, func() (bool, string) {
+			wait.For(t, 60*time.Second, n+" healthy", func() (bool, string) {
 				out, err := docker(30*time.Second, "inspect", "-f", "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}} {{.State.Health.Status}}", cid)
 				return err == nil && out == fmt.Sprintf("%d:%d true healthy", imageUID, imageUID), out
 			})

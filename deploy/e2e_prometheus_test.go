@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // promClient asks a Prometheus server's HTTP API.
@@ -216,7 +217,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 		// stall must not outlast the test.
 		n.p = startProc(t, n.name, bin, []string{"PHASECRAWL_FETCH_RETRY_BACKOFF=1s", "PHASECRAWL_SHUTDOWN_TIMEOUT=10s"}, args...)
 		// Like podManagementPolicy OrderedReady: the next node starts once this one is ready.
-		waitFor(t, n.name+" ready", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		wait.For(t, 30*time.Second, n.name+" ready", func() (bool, string) {
 			if n.p.exited() {
 				t.Fatalf("%s exited: %v\n%s", n.name, n.p.err, n.p.out.String())
 			}
@@ -226,7 +227,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 		ns = append(ns, n)
 		apiPorts = append(apiPorts, apiPort)
 	}
-	waitFor(t, "cluster of 3 formed", 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+	wait.For(t, 60*time.Second, "cluster of 3 formed", func() (bool, string) {
 		var state []string
 		ok := true
 		for _, n := range ns {
@@ -254,14 +255,14 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	prom := promClient{base: "http://" + promAddr}
 	pp := startProc(t, "prometheus", promBin, nil, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+promAddr, "--log.level=warn", "--storage.tsdb.retention.time=1h")
-	waitFor(t, "prometheus ready", 60*time.Second, 200*time.Millisecond, func() (bool, string) {
+	wait.For(t, 60*time.Second, "prometheus ready", func() (bool, string) {
 		if pp.exited() {
 			t.Fatalf("prometheus exited: %v\n%s", pp.err, pp.out.String())
 		}
 		code, body, err := getStatus(ctx, prom.base+"/-/ready")
 		return err == nil && code == 200, fmt.Sprintf("%d %v %.200s", code, err, body)
 	})
-	waitFor(t, "prometheus scrapes exactly the three pods' APIs", 30*time.Second, 500*time.Millisecond, func() (bool, string) {
+	wait.For(t, 30*time.Second, "prometheus scrapes exactly the three pods' APIs", func() (bool, string) {
 		var res struct {
 			Data struct {
 				ActiveTargets []struct {
@@ -342,7 +343,7 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	}
 
 	t.Run("counters match /v1/status", func(t *testing.T) {
-		waitFor(t, "Prometheus' last pages_fetched_total equals /v1/status", 15*time.Second, 500*time.Millisecond, func() (bool, string) {
+		wait.For(t, 15*time.Second, "Prometheus' last pages_fetched_total equals /v1/status", func() (bool, string) {
 			got, err := prom.byInstance(ctx, `sum by (instance) (phasecrawl_pages_fetched_total{job="phasecrawl"})`, time.Time{})
 			if err != nil {
 				return false, err.Error()

@@ -356,22 +356,3 @@ func metricValue(ctx context.Context, api, name string) (float64, error) {
 	}
 	return 0, fmt.Errorf("%s/metrics has no series %s", api, name)
 }
-
-// waitFor polls cond every interval until it returns true or timeout
-// passes; the last state it described is reported on failure.
-func waitFor(t testing.TB, what string, timeout, interval time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last state: %s", what, timeout, last)
-		}
-		time.Sleep(interval)
-	}
-}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // k8sManifests is deploy/k8s decoded into the official API types.
@@ -615,7 +616,7 @@ func TestKubernetesProbesAgainstNode(t *testing.T) {
 	paths := []string{c.StartupProbe.HTTPGet.Path, c.LivenessProbe.HTTPGet.Path, c.ReadinessProbe.HTTPGet.Path,
 		m.sts.Spec.Template.Annotations["prometheus.io/path"]}
 	for _, path := range paths {
-		waitFor(t, "GET "+path, 30*time.Second, 100*time.Millisecond, func() (bool, string) {
+		wait.For(t, 30*time.Second, "GET "+path, func() (bool, string) {
 			if p.exited() {
 				t.Fatalf("node exited: %v\n%s", p.err, p.out.String())
 			}

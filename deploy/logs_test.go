@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestLogFlags runs the binary with each log format and level (flags and
@@ -43,7 +45,7 @@ func TestLogFlags(t *testing.T) {
 			p := startProc(t, "node", bin, tc.env, args...)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			waitFor(t, "node ready", 20*time.Second, 50*time.Millisecond, func() (bool, string) {
+			wait.For(t, 20*time.Second, "node ready", func() (bool, string) {
 				if p.exited() {
 					t.Fatalf("node exited: %v\n%s", p.err, p.out.String())
 				}

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestBodyBudgetQueue: fetches that hold nothing wait in order; a body
@@ -34,7 +36,7 @@ func TestBodyBudgetQueue(t *testing.T) {
 			granted <- 60
 		}
 	}()
-	waitFor(t, func() bool { return b.Waits() == 1 })
+	wait.For(t, 5*time.Second, "a fetch waiting for room", func() bool { return b.Waits() == 1 })
 	h := &bodyHold{b: b}
 	if !h.grow(30) {
 		t.Fatal("a growing body was refused room the budget has (30 of 40 free)")
@@ -65,13 +67,13 @@ func TestBodyBudgetQueue(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- b.acquire(cctx, 80) }()
-	waitFor(t, func() bool { return b.Waits() == 2 })
+	wait.For(t, 5*time.Second, "two fetches waiting for room", func() bool { return b.Waits() == 2 })
 	go func() {
 		if err := b.acquire(ctx, 10); err == nil {
 			granted <- 10
 		}
 	}()
-	waitFor(t, func() bool { return b.Waits() == 3 })
+	wait.For(t, 5*time.Second, "three fetches waiting for room", func() bool { return b.Waits() == 3 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled waiter: %v, want context.Canceled", err)
@@ -82,15 +84,6 @@ func TestBodyBudgetQueue(t *testing.T) {
 	}
 	if b.Peak() != 250 {
 		t.Errorf("peak %d, want 250 (the lone oversize body)", b.Peak())
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
 	}
 }
 

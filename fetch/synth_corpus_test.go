@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // synthCorpus is up to n HTML pages of the default synthetic web (no slow

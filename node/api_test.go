@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/phasecrawl/phasecrawl/api"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestStatusPageAPI: GET / is the status page with its policy, the crawl
@@ -16,7 +18,7 @@ func TestStatusPageAPI(t *testing.T) {
 	srv, _ := site(t)
 	n, stop := start(t, testConfig(t, srv))
 	defer stop()
-	waitFor(t, "crawl", func() bool { return n.Status().PagesFetched >= 4 })
+	wait.For(t, 30*time.Second, "crawl", func() bool { return n.Status().PagesFetched >= 4 })
 	base := "http://" + n.Addr().String()
 	get := func(path string) (*http.Response, []byte) {
 		resp, err := http.Get(base + path)
@@ -42,7 +44,7 @@ func TestStatusPageAPI(t *testing.T) {
 		t.Fatalf("GET /nothing-here: %d, want 404", resp.StatusCode)
 	}
 
-	waitFor(t, "crawl log lines", func() bool {
+	wait.For(t, 30*time.Second, "crawl log lines", func() bool {
 		lines, err := n.out.tail(10)
 		return err == nil && len(lines) >= 4
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 func TestRetryAfter(t *testing.T) {
@@ -236,7 +237,7 @@ func TestServerBackoff(t *testing.T) {
 			c.Fetch.RetryBackoff = 50 * time.Millisecond // the first 500 is an ordinary stall
 			n, stop := start(t, c)
 			defer stop()
-			waitFor(t, "every page fetched", func() bool {
+			wait.For(t, 30*time.Second, "every page fetched", func() bool {
 				cn := n.Frontier().Counts()
 				return cn.Completed == pages+1 && cn.InList == 0 && cn.InProgress == 0 && cn.Stalled == 0
 			})
@@ -281,7 +282,7 @@ func TestServerBackoffParks(t *testing.T) {
 	c.Fetch.ParkAfter = 2
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "host parked", func() bool { return gaugeValue(t, n, "phasecrawl_hosts_parked") == 1 })
+	wait.For(t, 30*time.Second, "host parked", func() bool { return gaugeValue(t, n, "phasecrawl_hosts_parked") == 1 })
 	seen := len(log.snapshot())
 	time.Sleep(1500 * time.Millisecond) // more than a retry lane tick: a parked host's URL would be back by now
 	if got := len(log.snapshot()); got != seen {
@@ -388,7 +389,7 @@ func TestServerBackoffRobots(t *testing.T) {
 	c := testConfig(t, srv)
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "every page fetched", func() bool {
+	wait.For(t, 30*time.Second, "every page fetched", func() bool {
 		cn := n.Frontier().Counts()
 		return cn.Completed == 3 && cn.InList == 0 && cn.InProgress == 0 && cn.Stalled == 0
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // hangServer accepts connections on loopback and never answers (a dead
@@ -99,7 +100,7 @@ func TestDeadLane(t *testing.T) {
 	c.Seeds = append(c.Seeds, deadURLs...)
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		cn := n.Frontier().Counts()
 		return cn.Completed == 13 && cn.InList == 0 && cn.InProgress == 0 && cn.Stalled == 0
 	})
@@ -219,7 +220,7 @@ func TestAdaptiveTimeoutsSlowHost(t *testing.T) {
 	c.Robots.ErrorTTL = time.Second
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		cn := n.Frontier().Counts()
 		return cn.Completed == 28 && cn.InList == 0 && cn.InProgress == 0 && cn.Stalled == 0
 	})
@@ -335,7 +336,7 @@ func TestDeadLaneSilentHosts(t *testing.T) {
 		return r
 	}
 	paths := append([]string{"/"}, pagePaths(4)...)
-	waitFor(t, "live pages, the slow host and a try of every silent URL", func() bool {
+	wait.For(t, 30*time.Second, "live pages, the slow host and a try of every silent URL", func() bool {
 		for _, s := range live {
 			for _, p := range paths {
 				if get(s.URL+p).State != frontier.Completed {

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // docsSite is a small documentation site of the kind Sphinx builds: pages
@@ -135,7 +137,7 @@ func TestDeclaredLinksAndSitemaps(t *testing.T) {
 			c.Fetch.Requisites = tt.requisites
 			c.Fetch.Sitemaps = tt.sitemaps
 			n, stop := start(t, c)
-			waitFor(t, "crawl", func() bool { return n.Status().Done })
+			wait.For(t, 30*time.Second, "crawl", func() bool { return n.Status().Done })
 			stop()
 			want := slices.Clone(tt.want)
 			sort.Strings(want)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // dupBody is the page served under /d1/, /d2/ and /e/: byte for byte the
@@ -137,7 +138,7 @@ func TestDedupRevisit(t *testing.T) {
 		srv, hits := dupSite(t)
 		c := testConfig(t, srv)
 		n, stop := start(t, c)
-		waitFor(t, "the crawl", func() bool {
+		wait.For(t, 30*time.Second, "the crawl", func() bool {
 			k := n.Frontier().Counts()
 			return k.InList == 0 && k.InProgress == 0 && k.Completed == 4
 		})
@@ -174,7 +175,7 @@ func TestDedupRevisit(t *testing.T) {
 		// of the same body.
 		c.Seeds = []string{srv.URL + "/e/"}
 		n, stop = start(t, c)
-		waitFor(t, "the second run", func() bool {
+		wait.For(t, 30*time.Second, "the second run", func() bool {
 			k := n.Frontier().Counts()
 			return k.InList == 0 && k.InProgress == 0 && k.Completed == 5
 		})
@@ -196,7 +197,7 @@ func TestDedupRevisit(t *testing.T) {
 		leaveOpenRevisit(t, c.Data, srv.URL+"/f/", orig.digest, srv.URL+"/d1/", orig.date)
 		c.Seeds = []string{srv.URL + "/f/"}
 		n, stop = start(t, c)
-		waitFor(t, "the third run", func() bool {
+		wait.For(t, 30*time.Second, "the third run", func() bool {
 			k := n.Frontier().Counts()
 			return k.InList == 0 && k.InProgress == 0 && k.Completed == 6
 		})
@@ -213,7 +214,7 @@ func TestDedupRevisit(t *testing.T) {
 		c := testConfig(t, srv)
 		c.WARC.Dedup = false
 		n, stop := start(t, c)
-		waitFor(t, "the crawl", func() bool {
+		wait.For(t, 30*time.Second, "the crawl", func() bool {
 			k := n.Frontier().Counts()
 			return k.InList == 0 && k.InProgress == 0 && k.Completed == 5
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestPerURLFailures: a failure inside one response (a short body, a reset after the headers)
@@ -56,7 +57,7 @@ func TestPerURLFailures(t *testing.T) {
 	c.Fetch.RetryBackoff = 10 * time.Millisecond
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "crawl", func() bool { k := n.Frontier().Counts(); return n.Done() && k.Completed == 7 })
+	wait.For(t, 30*time.Second, "crawl", func() bool { k := n.Frontier().Counts(); return n.Done() && k.Completed == 7 })
 	stop()
 
 	log := map[string][]archive.LogEntry{}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // slowLender is a Lender whose ReportLent takes a while, as a durable
@@ -64,7 +65,7 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	c.Seeds, c.Delay = nil, 0
 	l := &slowLender{reported: map[string]int{}}
 	n, stop := startWith(t, c, Options{Cluster: Cluster{Lending: l}})
-	waitFor(t, "node ready", func() bool { return n.ready.Load() })
+	wait.For(t, 30*time.Second, "node ready", func() bool { return n.ready.Load() })
 	host := strings.TrimPrefix(srv.URL, "http://")
 	const pages = 60
 	var gs []frontier.Guest
@@ -75,7 +76,7 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	if refused := n.AddGuests(gs); len(refused) != 0 {
 		t.Fatalf("%d guests refused", len(refused))
 	}
-	waitFor(t, "guests reported", func() bool {
+	wait.For(t, 30*time.Second, "guests reported", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return len(l.reported) == pages

@@ -15,8 +15,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 const testToken = "s3cret-token-0123456789abcdef"
@@ -174,7 +176,7 @@ func TestRedirectLimit(t *testing.T) {
 	c.Seeds = []string{srv.URL + "/r/0"}
 	c.Fetch.MaxRedirects = 3
 	n, stop := start(t, c)
-	waitFor(t, "chain", func() bool { return n.Done() })
+	wait.For(t, 30*time.Second, "chain", func() bool { return n.Done() })
 	last, ok, err := n.Frontier().Get(frontier.RefOf(srv.URL + "/r/3"))
 	stop()
 	if err != nil || !ok || last.State != frontier.Completed || last.Reason != "redirect_limit" {

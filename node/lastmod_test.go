@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestSitemapLastModRevisit: a page revisited hourly (its sites: entry) is
@@ -61,7 +62,7 @@ func TestSitemapLastModRevisit(t *testing.T) {
 	n, stop := start(t, c)
 	defer stop()
 
-	waitFor(t, "the page fetched", func() bool { return pageHits.Load() >= 1 })
+	wait.For(t, 30*time.Second, "the page fetched", func() bool { return pageHits.Load() >= 1 })
 	captured := time.Now()
 	// The sitemap is revisited every second; an old lastmod changes nothing.
 	time.Sleep(3 * time.Second)
@@ -71,7 +72,7 @@ func TestSitemapLastModRevisit(t *testing.T) {
 	mu.Lock()
 	lastmod = captured.Add(time.Second).UTC().Format(time.RFC3339)
 	mu.Unlock()
-	waitFor(t, "the page fetched again after a newer lastmod", func() bool { return pageHits.Load() >= 2 })
+	wait.For(t, 30*time.Second, "the page fetched again after a newer lastmod", func() bool { return pageHits.Load() >= 2 })
 	// The lastmod is not newer than the new capture: the page waits for its
 	// hour again.
 	time.Sleep(3 * time.Second)

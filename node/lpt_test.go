@@ -16,6 +16,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/plan"
 )
 
@@ -178,7 +179,7 @@ func TestRevisitLargestFirst(t *testing.T) {
 
 	// The first round, measured.
 	n, stop := start(t, c)
-	waitFor(t, "the first round", func() bool {
+	wait.For(t, 30*time.Second, "the first round", func() bool {
 		k := n.Frontier().Counts()
 		sn := n.snap.Load()
 		return k.Completed == int64(total) && k.InList == 0 && k.InProgress == 0 && sn != nil && sn.bucket.Fetching == 0 && sn.pending == 0
@@ -212,7 +213,7 @@ func TestRevisitLargestFirst(t *testing.T) {
 		}
 		return k
 	}
-	waitFor(t, "the second round", func() bool { return pages() >= total })
+	wait.For(t, 30*time.Second, "the second round", func() bool { return pages() >= total })
 
 	mu.Lock()
 	var started []int // hosts in the order their second round began

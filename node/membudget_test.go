@@ -19,6 +19,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // memWeb is a web of hosts h0.mem.test … whose / links to pages /p0 …
@@ -171,7 +172,7 @@ func TestInflightBudget(t *testing.T) {
 		}
 	}()
 	want := int64(hosts * (pages + 1))
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		c := n.Frontier().Counts()
 		return c.InList == 0 && c.InProgress == 0 && c.Completed+c.Stalled == want
 	})
@@ -192,7 +193,7 @@ func TestInflightBudget(t *testing.T) {
 	if b.Waits()+b.Spools() == 0 {
 		t.Errorf("no body waited or spooled: %d bodies of %d bytes under a budget of %d", hosts*pages, size, budget)
 	}
-	waitFor(t, "shares given back", func() bool { return b.InFlight() == 0 })
+	wait.For(t, 30*time.Second, "shares given back", func() bool { return b.InFlight() == 0 })
 	if ents, _ := os.ReadDir(filepath.Join(c.Data, spoolDirName)); len(ents) != 0 {
 		t.Errorf("%d spooled bodies left", len(ents))
 	}

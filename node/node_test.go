@@ -19,6 +19,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // site is a tiny web of one host: / links to /a and /b, /b redirects to /c,
@@ -107,23 +108,12 @@ func startWith(t *testing.T, c config.Config, opts Options) (*Node, func()) {
 	return n, stop
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestCrawlTinySite(t *testing.T) {
 	srv, _ := site(t)
 	n, stop := start(t, testConfig(t, srv))
 	defer stop()
 	// /, /a, /b, /c fetched; /private denied; /slow STALLED (header timeout) awaiting retry.
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		c := n.Frontier().Counts()
 		return c.InList == 0 && c.InProgress == 0 && c.Completed == 5 && c.Stalled == 1
 	})
@@ -146,7 +136,7 @@ func TestAPI(t *testing.T) {
 	n, stop := start(t, c)
 	defer stop()
 	base := "http://" + n.Addr().String()
-	waitFor(t, "ready", func() bool {
+	wait.For(t, 30*time.Second, "ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
@@ -249,7 +239,7 @@ func TestPrivateAddressRefused(t *testing.T) {
 	c.AllowPrivate = false
 	n, stop := start(t, c)
 	defer stop()
-	waitFor(t, "seed to complete", func() bool { return n.Frontier().Counts().Completed == 1 })
+	wait.For(t, 30*time.Second, "seed to complete", func() bool { return n.Frontier().Counts().Completed == 1 })
 	if hits.Load() != 0 {
 		t.Fatalf("the server got %d requests despite the private-address guard", hits.Load())
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // outputConfig is a configuration with WARC output on (warc) in a fresh data directory.
@@ -87,7 +88,7 @@ func TestOutputLineAfterRecords(t *testing.T) {
 			}
 		}},
 		{"the crawl log's flush delay", func(t *testing.T, o *output) {
-			waitFor(t, "the crawl log's timed flush", func() bool {
+			wait.For(t, 30*time.Second, "the crawl log's timed flush", func() bool {
 				data, _ := os.ReadFile(o.logPath)
 				return len(data) > 0
 			})

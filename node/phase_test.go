@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // handoverClock is a phase clock whose one phase never ends and whose
@@ -42,7 +44,7 @@ func TestHandoverPacesFirstRequest(t *testing.T) {
 	handover := time.Now().Add(300 * time.Millisecond)
 	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: handoverClock{at: handover}, Deadlines: handoverClock{at: handover}}})
 	defer stop()
-	waitFor(t, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
+	wait.For(t, 30*time.Second, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if want := handover.Add(c.Delay); first.Before(want) {
@@ -88,7 +90,7 @@ func TestSlowHostStopsBeforeDeadline(t *testing.T) {
 	dl := time.Now().Add(4 * slow)
 	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: deadlineClock{deadline: dl}, Deadlines: deadlineClock{deadline: dl}}})
 	defer stop()
-	waitFor(t, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
+	wait.For(t, 30*time.Second, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
 	time.Sleep(time.Until(dl.Add(200 * time.Millisecond)))
 	mu.Lock()
 	got := fmt.Sprint(paths)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 func TestPlanAPIAndSpare(t *testing.T) {
@@ -22,7 +23,7 @@ func TestPlanAPIAndSpare(t *testing.T) {
 	n, stop := start(t, c)
 	defer stop()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		k := n.Frontier().Counts()
 		return k.InList == 0 && k.InProgress == 0 && k.Completed == 5
 	})
@@ -39,7 +40,7 @@ func TestPlanAPIAndSpare(t *testing.T) {
 	// Once every trip is reported (no element fetching, the trip time
 	// writes applied: a later write waits for them), the round is the
 	// trips' time, and the spare time 3600 s minus it.
-	waitFor(t, "trips reported", func() bool {
+	wait.For(t, 30*time.Second, "trips reported", func() bool {
 		sn := n.snap.Load()
 		return sn != nil && sn.bucket.Fetching == 0 && sn.pending == 0
 	})

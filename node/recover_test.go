@@ -15,6 +15,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestRecoverArchivedPages: a node killed after it archived pages but before
@@ -120,7 +121,7 @@ func TestRecoverArchivedPages(t *testing.T) {
 
 	n, stop := start(t, cfg)
 	defer stop()
-	waitFor(t, "crawl", func() bool {
+	wait.For(t, 30*time.Second, "crawl", func() bool {
 		c := n.Frontier().Counts()
 		return c.InList == 0 && c.InProgress == 0 && c.Completed == 5
 	})

@@ -8,11 +8,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestStorageErrorRefetches: while the WARC writer or the crawl log fails
@@ -52,7 +54,7 @@ func TestStorageErrorRefetches(t *testing.T) {
 			}()
 			errs := func() float64 { return testutil.ToFloat64(n.m.StorageErrors.WithLabelValues(what)) }
 			// Every page fetched more than once: the first fetches were lost.
-			waitFor(t, "pages fetched again", func() bool { return hits.Load() >= 10 && errs() >= 3 })
+			wait.For(t, 30*time.Second, "pages fetched again", func() bool { return hits.Load() >= 10 && errs() >= 3 })
 			// Nothing fetched is recorded: only /private/x, which robots.txt
 			// denies, needs no WARC record (its crawl-log line is enough).
 			for _, p := range []string{"/", "/a", "/b", "/c", "/private/x", "/slow"} {
@@ -68,7 +70,7 @@ func TestStorageErrorRefetches(t *testing.T) {
 				t.Fatal("no result was put back to the queue")
 			}
 			failing.Store(false)
-			waitFor(t, "crawl", func() bool {
+			wait.For(t, 30*time.Second, "crawl", func() bool {
 				c := n.Frontier().Counts()
 				return c.InList == 0 && c.InProgress == 0 && c.Completed == 5 && c.Stalled == 1
 			})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestTripTakesOwnLinks: a trip goes on with the new pages of its host that
@@ -36,7 +37,7 @@ func TestTripTakesOwnLinks(t *testing.T) {
 			c.Bucket.ListCap = tc.listCap
 			n, stop := start(t, c)
 			defer stop()
-			waitFor(t, "crawl", func() bool { return n.Frontier().Counts().Completed == pages })
+			wait.For(t, 30*time.Second, "crawl", func() bool { return n.Frontier().Counts().Completed == pages })
 			got := hits()
 			for i := 0; i < pages; i++ {
 				if p := fmt.Sprintf("/p%d", i); got[p] != 1 {
@@ -157,7 +158,7 @@ func TestTripTakesNoHeldURL(t *testing.T) {
 	if _, err := n.AddSeeds(context.Background(), []string{srv.URL + "/p0"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/p0 crawled, /p1 back in the queue", func() bool {
+	wait.For(t, 30*time.Second, "/p0 crawled, /p1 back in the queue", func() bool {
 		cn := n.Frontier().Counts()
 		return cn.Completed == 1 && cn.InList == 1 && cn.InProgress == 0
 	})
@@ -169,7 +170,7 @@ func TestTripTakesNoHeldURL(t *testing.T) {
 	r.held = nil
 	r.mu.Unlock()
 	n.notify()
-	waitFor(t, "crawl after the hold", func() bool { return n.Frontier().Counts().Completed == pages })
+	wait.For(t, 30*time.Second, "crawl after the hold", func() bool { return n.Frontier().Counts().Completed == pages })
 	for p, k := range hits() {
 		if k != 1 {
 			t.Errorf("%s fetched %d times, want once", p, k)

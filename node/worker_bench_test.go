@@ -10,9 +10,9 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // synthResponses returns up to n HTML responses of the default synthetic

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // benchExchange is one synthetic-web response as the node archives it.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
 // BenchmarkCrawlDefaults crawls a synthetic web of about 10,000 pages with

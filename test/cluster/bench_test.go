@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // metricSum sums the samples of one series name in a /metrics text.
@@ -135,7 +136,7 @@ func crawlSeeds(b *testing.B, ps []*proc, seeds []string, within time.Duration) 
 		b.Fatal(err)
 	}
 	seen := 0
-	harness.WaitUntil(b, within, "crawl done", func() bool {
+	wait.For(b, within, "crawl done", func() bool {
 		if crawlDone(ps) {
 			if seen == 0 {
 				doneAt = time.Now()

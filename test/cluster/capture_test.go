@@ -20,7 +20,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/test/harness"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/testpki"
 )
 
@@ -268,14 +268,14 @@ func captureCrawl(t *testing.T, withTLS bool) {
 		}
 		p.waitUp()
 	}
-	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
+	wait.For(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
 	if err := ps[0].postSeeds(seeds); err != nil {
 		t.Fatal(err)
 	}
 	// Bounded: crawl until the crawl is done or a third of the web is
 	// fetched (plenty of URLs forwarded by then), at most 3 minutes.
 	var pr progress
-	harness.WaitUntil(t, 3*time.Minute, "a third of the crawl", func() bool {
+	wait.For(t, 3*time.Minute, "a third of the crawl", func() bool {
 		return pr.total(ps) >= int64(exp.Fetches)/3 || crawlDone(ps)
 	})
 	var forwarded, received float64

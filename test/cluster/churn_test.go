@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // fault is one injected fault and its time window: from the signal (or the
@@ -96,7 +97,7 @@ func TestProcChurn(t *testing.T) {
 	var faults []fault
 	settle := func(what string, ps []*proc, within time.Duration) {
 		t.Helper()
-		harness.WaitUntil(t, within, what, func() bool { return c.formed(ps) })
+		wait.For(t, within, what, func() bool { return c.formed(ps) })
 	}
 	gap := func() { time.Sleep(time.Duration(1000+rng.Intn(2000)) * time.Millisecond) }
 	pick := func() *proc { return running[rng.Intn(len(running))] }

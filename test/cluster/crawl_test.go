@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // startCluster starts n node processes on 127.0.0.1..n, each joining the
@@ -31,7 +32,7 @@ func startCluster(t testing.TB, c *procCluster, n int) []*proc {
 		p.waitUp()
 		ps = append(ps, p)
 	}
-	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
+	wait.For(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
 	return ps
 }
 
@@ -140,7 +141,7 @@ func TestProcJoinAndLeave(t *testing.T) {
 	var joiner *proc
 	var pr progress
 	seen := 0
-	harness.WaitUntil(t, 5*time.Minute, "crawl done with a join and a leave", func() bool {
+	wait.For(t, 5*time.Minute, "crawl done with a join and a leave", func() bool {
 		total := pr.total(all)
 		switch {
 		case joiner == nil && total >= int64(exp.Fetches)/3:
@@ -226,7 +227,7 @@ func TestProcKillAndRestart(t *testing.T) {
 	webAddr := c.webAddr
 	victim := ps[2]
 	var pr progress
-	harness.WaitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
+	wait.For(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
 	st, err := victim.status()
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestProcKillAndRestart(t *testing.T) {
 	t.Logf("node2 seen dead after %v", seenDead.Sub(killAt).Round(time.Millisecond))
 	// Away for a while (cluster.takeover_after is longer): the URLs of its
 	// share reach the others, which keep them for it.
-	harness.WaitUntil(t, time.Minute, "the others crawl on without node2", func() bool {
+	wait.For(t, time.Minute, "the others crawl on without node2", func() bool {
 		if time.Since(seenDead) < 3*time.Second {
 			return false
 		}

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // TestProcExitWhenDone: three members run with --exit-when-done and

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
-	"github.com/phasecrawl/phasecrawl/test/harness"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestProcTwoNodesFenced: in a cluster of two, the member left alone when
@@ -27,10 +27,10 @@ func TestProcTwoNodesFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pr progress
-	harness.WaitUntil(t, 3*time.Minute, "20% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)/5 })
+	wait.For(t, 3*time.Minute, "20% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)/5 })
 	kill9(t, ps[1])
 	want := "sees 1 of 2 members of the agreed view; a majority is 2"
-	harness.WaitUntil(t, 30*time.Second, "node0 fenced", func() bool {
+	wait.For(t, 30*time.Second, "node0 fenced", func() bool {
 		st, err := ps[0].status()
 		return err == nil && st.Phase.Fenced == want && st.Phase.Current == -1
 	})
@@ -57,7 +57,7 @@ func TestProcTwoNodesFenced(t *testing.T) {
 	}
 	ps[1].start(ps[0].gossip)
 	ps[1].waitUp()
-	harness.WaitUntil(t, time.Minute, "both unfenced and on a phase", func() bool {
+	wait.For(t, time.Minute, "both unfenced and on a phase", func() bool {
 		if !c.formed(ps) {
 			return false
 		}

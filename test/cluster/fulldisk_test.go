@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
@@ -41,12 +42,12 @@ func TestProcFullDiskMember(t *testing.T) {
 		p.waitUp()
 		ps = append(ps, p)
 	}
-	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
+	wait.For(t, 60*time.Second, "cluster formed", func() bool { return c.formed(ps) })
 	if err := ps[0].postSeeds(web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
 	full := ps[1]
-	harness.WaitUntil(t, 2*time.Minute, full.name+" paused for its disk, its phase idle", func() bool {
+	wait.For(t, 2*time.Minute, full.name+" paused for its disk, its phase idle", func() bool {
 		st, err := full.status()
 		return err == nil && st.Paused && st.PausedReason == "disk" && st.Phase.Current == -1
 	})

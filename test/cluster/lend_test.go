@@ -1,11 +1,13 @@
 package cluster_test
 
 import (
-	"github.com/phasecrawl/phasecrawl/test/harness"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
 // TestProcLendingChain: three nodes with the shipped phases (30s epochs,
@@ -89,7 +91,7 @@ func TestProcLendingKill(t *testing.T) {
 		}
 		return lent
 	}
-	harness.WaitUntil(t, 3*time.Minute, "lending under way at 40% of the crawl", func() bool {
+	wait.For(t, 3*time.Minute, "lending under way at 40% of the crawl", func() bool {
 		return pr.total(ps) >= int64(exp.Fetches)*2/5 && lentNow() > 100
 	})
 	lentBefore := lentNow()

@@ -27,11 +27,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
 
 	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
@@ -169,7 +170,7 @@ func (p *proc) start(join ...string) {
 // waitUp waits until the node's API answers (it has joined and opened).
 func (p *proc) waitUp() {
 	p.c.t.Helper()
-	harness.WaitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+	wait.For(p.c.t, 30*time.Second, p.name+" API up", func() bool {
 		if !p.running() {
 			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
 		}
@@ -210,7 +211,7 @@ func kill9(t testing.TB, p *proc) {
 // waitSeenDead waits until none of others lists dead as alive.
 func waitSeenDead(t testing.TB, dead *proc, others []*proc) {
 	t.Helper()
-	harness.WaitUntil(t, time.Minute, "the others see "+dead.name+" dead", func() bool {
+	wait.For(t, time.Minute, "the others see "+dead.name+" dead", func() bool {
 		for _, p := range others {
 			s, err := p.status()
 			if err != nil {

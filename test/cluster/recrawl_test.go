@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // TestProcRecrawlJoinLeave: three node processes crawl a small web whose
@@ -61,7 +62,7 @@ func TestProcRecrawlJoinLeave(t *testing.T) {
 	// a due URL waits for a turn of every phase, twice at most (a trip
 	// cut at the turn's end).
 	bound := interval + 2*4*c.phase + slack
-	harness.WaitUntil(t, 60*time.Second, "every page fetched once", func() bool {
+	wait.For(t, 60*time.Second, "every page fetched once", func() bool {
 		rep, err := harness.WebReport(webAddr)
 		if err != nil {
 			return false
@@ -81,7 +82,7 @@ func TestProcRecrawlJoinLeave(t *testing.T) {
 	joiner.start(running[0].gossip)
 	joiner.waitUp()
 	running, all = append(running, joiner), append(all, joiner)
-	harness.WaitUntil(t, 60*time.Second, "node3 joined", func() bool { return c.formed(running) })
+	wait.For(t, 60*time.Second, "node3 joined", func() bool { return c.formed(running) })
 	t.Logf("%5.1fs node3 joined (%s)", time.Since(start).Seconds(), time.Since(joinAt).Round(time.Millisecond))
 	time.Sleep(2 * interval)
 
@@ -91,7 +92,7 @@ func TestProcRecrawlJoinLeave(t *testing.T) {
 		t.Fatalf("%s graceful leave: %v\n%s", leaver.name, err, leaver.tail(20))
 	}
 	running = slices.DeleteFunc(slices.Clone(running), func(p *proc) bool { return p == leaver })
-	harness.WaitUntil(t, 60*time.Second, leaver.name+" left", func() bool { return c.formed(running) })
+	wait.For(t, 60*time.Second, leaver.name+" left", func() bool { return c.formed(running) })
 	t.Logf("%5.1fs %s left (%s)", time.Since(start).Seconds(), leaver.name, time.Since(leaveAt).Round(time.Millisecond))
 	time.Sleep(bound + interval)
 	end := time.Now()

@@ -16,6 +16,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/salvage"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
@@ -105,7 +106,7 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	}
 	victim, survivors := ps[2], ps[:2]
 	var pr progress
-	harness.WaitUntil(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
+	wait.For(t, 3*time.Minute, "40% of the crawl", func() bool { return pr.total(ps) >= int64(exp.Fetches)*2/5 })
 	st, err := victim.status()
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestProcSalvageDeadNode(t *testing.T) {
 	waitSeenDead(t, victim, survivors)
 	seenDead := time.Now()
 	// The survivors take its share over and crawl all they can reach.
-	harness.WaitUntil(t, time.Minute, "the survivors take the dead node's share over", func() bool {
+	wait.For(t, time.Minute, "the survivors take the dead node's share over", func() bool {
 		for _, p := range survivors {
 			if len(p.logRecords("members away too long: crawling their share")) == 0 {
 				return false
@@ -322,7 +323,7 @@ func TestProcSalvageRefuses(t *testing.T) {
 		!strings.Contains(out, "1 in_list") {
 		t.Fatalf("salvage: exit %d\n%s%s", code, out, errOut)
 	}
-	harness.WaitUntil(t, 30*time.Second, "the salvaged URL reaches the live node", func() bool {
+	wait.For(t, 30*time.Second, "the salvaged URL reaches the live node", func() bool {
 		st, err := live.status()
 		return err == nil && st.Frontier.InList+st.Frontier.Completed+st.Frontier.InProgress+st.Frontier.Stalled == 1
 	})

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/trapweb"
 )
 

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/frontier"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
 )
 
 // TestCrashDuringRecrawl kills the binary (SIGKILL) at random moments of a

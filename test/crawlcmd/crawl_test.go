@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/test/testbin"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
 )
 
 // TestMain removes the binary built for the tests.

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // TestFullDisk crawls a web whose WARC files need more room than the data

@@ -12,8 +12,8 @@ import (
 	gowarc "github.com/nlnwa/gowarc/v3"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // recrawlWeb is a small web whose pages half change every changeEvery.

@@ -28,19 +28,6 @@ import (
 // Client is the HTTP client of the tests' calls to nodes and to the web.
 var Client = &http.Client{Timeout: 5 * time.Second}
 
-// WaitUntil polls cond every 200ms until it holds or timeout passes; then
-// it fails t, naming what it waited for.
-func WaitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timeout (%s): %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // FreePort returns a TCP port free on ip right now.
 func FreePort(t testing.TB, ip string) int {
 	t.Helper()

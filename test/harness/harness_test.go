@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 func TestViolationsAndDuplicated(t *testing.T) {

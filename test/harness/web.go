@@ -16,8 +16,9 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // WebArgs are the arguments of `phasecrawl synthweb` serving the web of wc
@@ -47,7 +48,7 @@ func StartWeb(t testing.TB, cmd *exec.Cmd, addr string, web *synthweb.Web) synth
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	WaitUntil(t, 30*time.Second, "synthweb process answers", func() bool {
+	wait.For(t, 30*time.Second, "synthweb process answers", func() bool {
 		_, err := WebReport(addr)
 		return err == nil
 	})

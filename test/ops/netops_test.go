@@ -15,6 +15,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // fakeDNS answers every name under synth.test with a documentation address
@@ -118,7 +119,7 @@ func TestProxyAndDNSCache(t *testing.T) {
 	cfg.DNS.Servers = []string{fd.addr}
 	cfg.Seeds = append(cfg.Seeds, "http://private.synth.test/")
 	n, stop := runNode(t, cfg, nil)
-	waitFor(t, 3*time.Minute, "crawl done", func() bool { return n.Done() })
+	wait.For(t, 3*time.Minute, "crawl done", func() bool { return n.Done() })
 	st := status(t, n)
 	stop()
 

@@ -17,10 +17,11 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
 )
 
 // web starts a synthetic web of hosts hosts and pages pages on loopback.
@@ -105,25 +106,13 @@ func status(t *testing.T, n *node.Node) node.Status {
 	return st
 }
 
-// waitFor polls cond every 50ms until it holds, failing after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // settle waits until the node's pages_fetched has not moved for a second
 // (the requests in flight when it stopped starting new ones have finished),
 // failing after 30s.
 func settle(t *testing.T, n *node.Node) {
 	t.Helper()
 	last, since := int64(-1), time.Now()
-	waitFor(t, 30*time.Second, "pages_fetched stops moving", func() bool {
+	wait.For(t, 30*time.Second, "pages_fetched stops moving", func() bool {
 		if p := status(t, n).PagesFetched; p != last {
 			last, since = p, time.Now()
 		}
@@ -182,7 +171,7 @@ func TestPauseResume(t *testing.T) {
 	cfg.APITokenFile = tokFile
 	n, _ := runNode(t, cfg, nil)
 	api := "http://" + n.Addr().String()
-	waitFor(t, time.Minute, "first pages", func() bool { return status(t, n).PagesFetched >= 20 })
+	wait.For(t, time.Minute, "first pages", func() bool { return status(t, n).PagesFetched >= 20 })
 
 	if code := post(t, api+"/v1/pause", ""); code != http.StatusUnauthorized {
 		t.Fatalf("POST /v1/pause without the token: %d, want 401", code)
@@ -210,7 +199,7 @@ func TestPauseResume(t *testing.T) {
 	if code := post(t, api+"/v1/resume", token); code != http.StatusOK {
 		t.Fatalf("POST /v1/resume: %d", code)
 	}
-	waitFor(t, time.Minute, "pages after resume", func() bool { return status(t, n).PagesFetched > before })
+	wait.For(t, time.Minute, "pages after resume", func() bool { return status(t, n).PagesFetched > before })
 	if v := metric(t, n, "phasecrawl_paused"); v != "0" {
 		t.Fatalf("phasecrawl_paused = %s after resume", v)
 	}
@@ -226,7 +215,7 @@ func TestBudgetMaxPages(t *testing.T) {
 	cfg.MaxPages = 150
 	logs := &syncBuffer{}
 	n, _ := runNode(t, cfg, logs)
-	waitFor(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
+	wait.For(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
 	settle(t, n)
 	st := status(t, n)
 	if st.Budget.Reached != node.BudgetMaxPages || st.Budget.MaxPages != 150 || st.Budget.ReachedAt == nil {
@@ -255,7 +244,7 @@ func TestBudgetMaxDuration(t *testing.T) {
 	cfg.MaxDuration = 1500 * time.Millisecond
 	logs := &syncBuffer{}
 	n, _ := runNode(t, cfg, logs)
-	waitFor(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
+	wait.For(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
 	settle(t, n)
 	st := status(t, n)
 	if st.Budget.Reached != node.BudgetMaxDuration || st.Budget.MaxDurationS != 1.5 {

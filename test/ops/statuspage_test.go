@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // chromium returns the headless browser to drive: Debian's chromium
@@ -94,7 +96,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	cfg.Recrawl.Interval = time.Hour // a recurring crawl: the page shows its plan
 	n, _ := runNode(t, cfg, nil)
 	url := "http://" + n.Addr().String() + "/"
-	waitFor(t, time.Minute, "first pages", func() bool { return status(t, n).PagesFetched >= 20 })
+	wait.For(t, time.Minute, "first pages", func() bool { return status(t, n).PagesFetched >= 20 })
 
 	dom1 := browse(t, bin, url, "--dump-dom")
 	pages1 := number(t, dom1, "pages")
@@ -143,7 +145,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("the revisit plan (hosts revisited every 1h) is not rendered:\n%s", dom1)
 	}
 
-	waitFor(t, time.Minute, "more pages", func() bool { return status(t, n).PagesFetched >= pages1+50 })
+	wait.For(t, time.Minute, "more pages", func() bool { return status(t, n).PagesFetched >= pages1+50 })
 	dom2 := browse(t, bin, url, "--dump-dom")
 	pages2 := number(t, dom2, "pages")
 	if pages2 < pages1+50 {

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // scenario is one partition: the nodes cut off from the others, whether
@@ -79,7 +80,7 @@ func runScenario(t *testing.T, sc scenario) {
 	if err := c.procs[0].postSeeds(c.web.Seeds()); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitUntil(t, 60*time.Second, "15% of the crawl", func() bool { return pagesFetched(c.procs) >= int64(c.exp.Fetches)*15/100 })
+	wait.For(t, 60*time.Second, "15% of the crawl", func() bool { return pagesFetched(c.procs) >= int64(c.exp.Fetches)*15/100 })
 
 	cutAt := time.Now()
 	for _, p := range cut {
@@ -89,7 +90,7 @@ func runScenario(t *testing.T, sc scenario) {
 
 	// Every node cut off fences itself, saying why.
 	wantWhy := fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", len(cut), sc.nodes, sc.nodes/2+1)
-	harness.WaitUntil(t, 30*time.Second, "the nodes cut off are fenced", func() bool {
+	wait.For(t, 30*time.Second, "the nodes cut off are fenced", func() bool {
 		for _, p := range cut {
 			st, err := p.status()
 			if err != nil || st.Phase.Fenced == "" || st.Phase.Current != -1 {
@@ -153,7 +154,7 @@ func runScenario(t *testing.T, sc scenario) {
 	t.Logf("healed at %s; the majority side fetched %d pages", healAt.UTC().Format("15:04:05.000"), majPages)
 
 	// Without a restart or a join, the sides find each other again.
-	harness.WaitUntil(t, 60*time.Second, "every node sees all alive and works on a phase, unfenced", func() bool {
+	wait.For(t, 60*time.Second, "every node sees all alive and works on a phase, unfenced", func() bool {
 		if !c.formed(c.procs) {
 			return false
 		}
@@ -166,7 +167,7 @@ func runScenario(t *testing.T, sc scenario) {
 	})
 	convergedAt := time.Now()
 	t.Logf("converged %v after the heal", convergedAt.Sub(healAt).Round(100*time.Millisecond))
-	harness.WaitUntil(t, 3*time.Minute, "crawl done", func() bool { return crawlDone(c.procs) })
+	wait.For(t, 3*time.Minute, "crawl done", func() bool { return crawlDone(c.procs) })
 	doneAt := time.Now()
 
 	// The web's record.

@@ -23,11 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 	"github.com/phasecrawl/phasecrawl/test/testbin"
-	"github.com/phasecrawl/phasecrawl/test/webnode"
 )
 
 // TestMain removes the binary built for the tests.
@@ -117,7 +118,7 @@ func newPCluster(t *testing.T, n int, s settings) *pcluster {
 		}
 		p.waitUp()
 	}
-	harness.WaitUntil(t, 60*time.Second, "cluster formed", func() bool { return c.formed(c.procs) })
+	wait.For(t, 60*time.Second, "cluster formed", func() bool { return c.formed(c.procs) })
 	return c
 }
 
@@ -177,7 +178,7 @@ func (p *proc) running() bool {
 // waitUp waits until the node's API answers.
 func (p *proc) waitUp() {
 	p.c.t.Helper()
-	harness.WaitUntil(p.c.t, 30*time.Second, p.name+" API up", func() bool {
+	wait.For(p.c.t, 30*time.Second, p.name+" API up", func() bool {
 		if !p.running() {
 			p.c.t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.tail(20))
 		}

@@ -1,5 +1,5 @@
 // Package trapweb is a web of crawler traps for tests: a synthetic web
-// (test/synthweb) with a few more hosts that hold, beside a handful of real
+// (demo/synthweb) with a few more hosts that hold, beside a handful of real
 // pages, the four classic traps:
 //
 //   - a calendar: /calendar/YYYY-MM/ links the previous and next month and
@@ -30,8 +30,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch"
-	"github.com/phasecrawl/phasecrawl/test/synthweb"
 )
 
 // Domain is the trap hosts' domain: trap hosts are t1.Domain, t2.Domain, ...

@@ -23,6 +23,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/cluster"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
@@ -193,7 +194,7 @@ func runNodes(t testing.TB, w *wildServer, cfgs []config.Config) ([]string, func
 		}
 	}
 	if len(cfgs) > 1 {
-		harness.WaitUntil(t, 30*time.Second, "cluster formed", func() bool { return harness.Formed(apis) })
+		wait.For(t, 30*time.Second, "cluster formed", func() bool { return harness.Formed(apis) })
 	}
 	if err := harness.PostSeeds(apis[0], "", w.seeds()); err != nil {
 		stop()
@@ -224,7 +225,7 @@ func TestWildcardDomainKeyCluster(t *testing.T) {
 	}
 	start := time.Now()
 	apis, stop := runNodes(t, w, cfgs)
-	harness.WaitUntil(t, 90*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
+	wait.For(t, 90*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
 	elapsed := time.Since(start)
 	stop()
 	checkUnits(t, w, delay)
@@ -278,7 +279,7 @@ func TestWildcardHostCap(t *testing.T) {
 	c.Scope.MaxHostsPerDomain = maxHosts
 	start := time.Now()
 	apis, stop := runNodes(t, w, []config.Config{c})
-	harness.WaitUntil(t, 60*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
+	wait.For(t, 60*time.Second, "crawl done", func() bool { return harness.CrawlDone(apis) })
 	elapsed := time.Since(start)
 	m, err := harness.Metrics(apis[0])
 	stop()
