@@ -261,37 +261,49 @@ type pendingGuest struct {
 	done    chan struct{}
 }
 
-// guestsInFlight bounds the guests of one trip being recorded at once.
-// Their outbox writes are group-committed, so a host whose URLs are mostly
-// lent is fetched at the pace of its requests, not of one durable write
-// per page. The node records at most as many guests at once as it has
-// workers (Node.recording), so a crash loses at most two outcomes per
-// worker: the request in flight and one being recorded, on average (their
-// owners' marks expire and the URLs are fetched again).
-const guestsInFlight = 8
-
-// guestPage starts recording a guest's fetch: the links found on it that
-// this node owns go to its frontier (an asynchronous write), and once that
-// write is committed one durable outbox write files the other links for
-// their owners and the outcome for the URL's owner (recordGuest). It runs
-// while the trip goes on, up to guestsInFlight at once; the trip waits for
-// every one before it ends (joinGuests).
+// guestPage records a guest whose page the trip handled at once (not a
+// page to parse: a redirect, an error, a robots.txt refusal): see
+// newGuest and startGuest.
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
-	t.reapGuests(guestsInFlight - 1)
 	found, tickets := t.found, t.tickets
 	t.found, t.tickets = nil, nil
 	if res.FP == 0 || n.lender == nil {
+		t.collectGuests()
 		n.giveBack(n.guests.release([]uint64{it.FP}))
 		return
 	}
 	res.Delay = t.delay
+	t.startGuest(n.newGuest(it, res, entry, found, tickets))
+}
+
+// newGuest starts recording a guest's fetch: the links found on it that
+// this node owns go to its frontier (an asynchronous write); recordGuest
+// waits for that write, then files the other links and the outcome. It
+// runs in the trip's goroutine, or in the page's (pageWork) for a page
+// parsed while the trip's next request runs.
+func (n *Node) newGuest(it bucket.Item, res frontier.Result, entry archive.LogEntry, found []frontier.NewURL, tickets []*archive.Ticket) *pendingGuest {
 	local, foreign := n.lender.SplitLinks(found)
 	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res},
 		foreign: foreign, entry: entry, tickets: tickets, done: make(chan struct{})}
 	if len(local) > 0 {
 		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
+	return g
+}
+
+// startGuest records g while the trip goes on (recordGuest, in a
+// goroutine of its own): the trip waits for it only before it ends
+// (joinGuests), or when the node records as many guests as it has workers
+// (Node.recording). Those writes are group-committed with every other
+// trip's, so a host whose URLs are mostly lent is fetched at the pace of
+// its requests, not of a durable write per page; and a crash loses at
+// most two outcomes per worker: the request in flight and one being
+// recorded, on average (their owners' marks expire and the URLs are
+// fetched again).
+func (t *hostTrip) startGuest(g *pendingGuest) {
+	n := t.n
+	t.collectGuests()
 	t.guests = append(t.guests, g)
 	n.recording <- struct{}{} // a slot of the node's: released once recorded
 	go func() {
@@ -300,6 +312,9 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 		n.recordGuest(g)
 	}()
 }
+
+// collectGuests collects the guests recorded already, without waiting.
+func (t *hostTrip) collectGuests() { t.reapGuests(len(t.guests)) }
 
 // reapGuests collects the guests recorded already and waits for the
 // oldest ones until at most keep are being recorded.

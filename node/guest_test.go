@@ -14,13 +14,15 @@ import (
 )
 
 // slowLender is a Lender whose ReportLent takes a while, as a durable
-// outbox write does; it counts the reports and how many ran at once.
+// outbox write does (until release is closed, when it is not nil); it
+// counts the reports and how many ran at once.
 type slowLender struct {
 	mu       sync.Mutex
 	reported map[string]int
 	running  int
 	most     int
 	returned int
+	release  chan struct{}
 }
 
 func (l *slowLender) SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL) {
@@ -32,7 +34,11 @@ func (l *slowLender) ReportLent(ctx context.Context, out frontier.LentOutcome, f
 	l.running++
 	l.most = max(l.most, l.running)
 	l.mu.Unlock()
-	time.Sleep(5 * time.Millisecond)
+	if l.release != nil {
+		<-l.release
+	} else {
+		time.Sleep(5 * time.Millisecond)
+	}
 	l.mu.Lock()
 	l.running--
 	l.reported[out.URL]++
@@ -48,8 +54,9 @@ func (l *slowLender) ReturnLent(ctx context.Context, gs []frontier.Guest) error 
 }
 
 // TestGuestsRecordedAlongTheTrip: the outcomes of a host's lent pages are
-// recorded while its trip goes on (several at once, never more than
-// guestsInFlight), each exactly once, and every one before the node stops.
+// recorded while its trip goes on, as many at once as the node has
+// workers and never more (Node.recording), each exactly once, and every
+// one before the node stops.
 func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
@@ -61,8 +68,8 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := testConfig(t, srv)
-	c.Seeds, c.Delay = nil, 0
-	l := &slowLender{reported: map[string]int{}}
+	c.Seeds, c.Delay, c.Workers = nil, 0, 24
+	l := &slowLender{reported: map[string]int{}, release: make(chan struct{})}
 	n, stop := startWith(t, c, Options{Cluster: Cluster{Lending: l}})
 	waitFor(t, "node ready", func() bool { return n.ready.Load() })
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -75,6 +82,15 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	if refused := n.AddGuests(gs); len(refused) != 0 {
 		t.Fatalf("%d guests refused", len(refused))
 	}
+	// The trip goes on while its guests are recorded: every recording
+	// slot of the node fills (one trip, one host) before any report ends.
+	waitFor(t, "a report per worker running at once", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.running == c.Workers
+	})
+	time.Sleep(50 * time.Millisecond) // none more starts
+	close(l.release)
 	waitFor(t, "guests reported", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -88,8 +104,8 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 			t.Errorf("%s reported %d times", u, k)
 		}
 	}
-	if l.most < 2 || l.most > guestsInFlight {
-		t.Errorf("at most %d reports ran at once, want 2..%d (recorded along the trip)", l.most, guestsInFlight)
+	if l.most != c.Workers {
+		t.Errorf("at most %d reports ran at once, want %d (one per worker, recorded along the trip)", l.most, c.Workers)
 	}
 	if l.returned != 0 {
 		t.Errorf("%d guests given back, want 0", l.returned)

@@ -324,9 +324,15 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.out, err = openOutput(cfg, n.log); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.front.SetBeforeCommit(n.out.flush)
 	n.out.onLog = n.rep.logged
 	n.takeCluster(cl)
+	// Before each commit: the pages' WARC records and log lines reach
+	// their files, and the links they hold for other members their
+	// outbox (LocalSplitter.FileForeign); each page's Durable asks both.
+	n.front.SetBeforeCommit(func() {
+		n.out.flush()
+		n.split.Sync()
+	})
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.disk = newDiskGuard(n)
 	n.out.failed = func(what string) { n.storageFailed(what, nil) }

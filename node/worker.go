@@ -608,7 +608,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.stallHeld(&res, &entry)
 		return
 	}
-	if !it.Guest && rv == nil && resp.Status >= 200 && resp.Status < 300 {
+	if rv == nil && resp.Status >= 200 && resp.Status < 300 {
 		// A page to archive and parse: done while the next request runs.
 		t.outcomeHead(resp, &res, &entry)
 		res.Reason, entry.Reason = "ok", "ok"
@@ -638,6 +638,7 @@ type pageWork struct {
 	sub   hostTrip
 	room  int               // URLs of the host its write may take for the trip
 	p     *frontier.Pending // its write; nil when the links could not be routed
+	guest *pendingGuest     // a guest's recording (it.Guest), started by joinPage
 	done  chan struct{}
 }
 
@@ -652,10 +653,16 @@ func (t *hostTrip) startPage(w *pageWork) {
 		t.joinPage()
 		return
 	}
-	t.prepare(w.it, &w.res)
-	w.sub.done, t.done = t.done, nil
-	w.room = t.list.takingRoom(t.down == "")
-	t.list.reserved += w.room
+	if w.it.Guest {
+		// Another member's URL: its outcome and links are recorded by
+		// recordGuest once the page is parsed (newGuest, startGuest).
+		w.res.Delay = t.delay
+	} else {
+		t.prepare(w.it, &w.res)
+		w.sub.done, t.done = t.done, nil
+		w.room = t.list.takingRoom(t.down == "")
+		t.list.reserved += w.room
+	}
 	w.done = make(chan struct{})
 	t.page = w
 	go func() {
@@ -666,12 +673,19 @@ func (t *hostTrip) startPage(w *pageWork) {
 		// (its next fetch may be waiting for that share).
 		w.resp.Release()
 		n := t.n
-		w.res.Durable = durable(append(w.sub.tickets, n.out.writeLog(w.entry)))
-		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
+		if w.it.Guest {
+			if n.lender != nil {
+				w.guest = n.newGuest(w.it, w.res, w.entry, w.sub.found, w.sub.tickets)
+			}
+			return
+		}
+		rec := durable(append(w.sub.tickets, n.out.writeLog(w.entry)))
+		local, filed, err := n.split.FileForeign(n.persistCtx, w.sub.unsent(w.sub.found))
 		if err != nil {
 			n.log.Error("route discovered URLs", "error", err, "urls", len(w.sub.found))
 			return // joinPage hands the page and its links to commit
 		}
+		w.res.Durable = both(rec, filed)
 		w.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: []frontier.Result{w.res}, Take: &frontier.Take{Host: w.sub.host, Room: w.room}})
 	}()
 }
@@ -700,6 +714,15 @@ func (t *hostTrip) joinPage() {
 	}
 	<-w.done
 	w.resp.Release()
+	if w.it.Guest {
+		if w.guest == nil { // no Lender: not lent after all
+			t.collectGuests()
+			t.n.giveBack(t.n.guests.release([]uint64{w.it.FP}))
+			return
+		}
+		t.startGuest(w.guest)
+		return
+	}
 	if w.p == nil {
 		t.failed = true
 		t.list.reserved -= w.room
@@ -968,7 +991,7 @@ func (t *hostTrip) settlePage() {
 		return // recorded by commit at the end of the trip
 	}
 	n := t.n
-	local, err := n.split.RouteForeign(n.persistCtx, t.unsent(t.found))
+	local, filed, err := n.split.FileForeign(n.persistCtx, t.unsent(t.found))
 	if err != nil {
 		// Keep the page and its links for commit, which tries again.
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -976,6 +999,7 @@ func (t *hostTrip) settlePage() {
 		return
 	}
 	res := t.results[len(t.results)-1:]
+	res[0].Durable = both(res[0].Durable, filed)
 	room := t.list.takingRoom(t.down == "" && !t.failed)
 	t.list.reserved += room
 	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: &frontier.Take{Host: t.host, Room: room}})
@@ -1099,13 +1123,14 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 }
 
 // replicate sends the URLs of completed pages whose records are committed
-// to the node that keeps their second copy (cluster). A failure only costs a
-// page crawled again should this node fail: it is logged, not retried.
+// to the node that keeps their second copy (cluster), without waiting for
+// the write (Replicator.QueueReplicas). A failure only costs a page
+// crawled again should this node fail: it is logged, not retried.
 func (t *hostTrip) replicate(done []frontier.NewURL) {
 	if len(done) == 0 {
 		return
 	}
-	if err := t.n.repl.Replicate(t.n.persistCtx, done); err != nil {
+	if err := t.n.repl.QueueReplicas(t.n.persistCtx, done); err != nil {
 		t.n.log.Warn("replicate completed URLs", "error", err, "urls", len(done))
 	}
 }
