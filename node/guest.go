@@ -85,36 +85,43 @@ func (n *Node) AddGuests(gs []frontier.Guest) (refused []frontier.Guest) {
 	return refused
 }
 
-// take removes and returns, by host, the guests of the hosts in phase of
-// nphase still valid at now; expired ones are dropped.
-func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]frontier.Guest {
+// hostsIn returns the hosts with guests waiting whose phase (of nphase)
+// is phase.
+func (p *guestPool) hostsIn(phase, nphase int) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.n == 0 {
-		return nil
+	var out []string
+	for h := range p.hosts {
+		if nphase <= 1 || frontier.PhaseOf(p.unit.Hash(h), nphase) == phase {
+			out = append(out, h)
+		}
 	}
-	var out map[string][]frontier.Guest
-	for h, gs := range p.hosts {
-		if nphase > 1 && frontier.PhaseOf(p.unit.Hash(h), nphase) != phase {
-			continue
+	return out
+}
+
+// take removes and returns up to most of host's guests still valid at
+// now, oldest first; expired ones met on the way are dropped. A host
+// holds up to maxGuests of them and the scheduler takes a list's worth at
+// a time (Bucket.Room), so it reads only what it takes.
+func (p *guestPool) take(now time.Time, host string, most int) []frontier.Guest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gs := p.hosts[host]
+	var out []frontier.Guest
+	i := 0
+	for ; i < len(gs) && len(out) < most; i++ {
+		if g := gs[i]; now.Before(g.Until) {
+			out = append(out, g)
+		} else {
+			delete(p.queued, frontier.Fingerprint(g.URL))
+			p.n--
 		}
-		keep := gs[:0]
-		for _, g := range gs {
-			if now.Before(g.Until) {
-				keep = append(keep, g)
-			} else {
-				delete(p.queued, frontier.Fingerprint(g.URL))
-			}
-		}
-		p.n -= len(gs)
-		delete(p.hosts, h)
-		if len(keep) > 0 {
-			if out == nil {
-				out = map[string][]frontier.Guest{}
-			}
-			out[h] = keep
-			p.n += len(keep)
-		}
+	}
+	if i == len(gs) {
+		delete(p.hosts, host)
+	} else {
+		clear(gs[:i])
+		p.hosts[host] = gs[i:]
 	}
 	return out
 }
@@ -126,13 +133,14 @@ func (p *guestPool) lender(fp uint64) string {
 	return p.queued[fp].Lender
 }
 
-// putBack returns guests the bucket refused to the pool.
+// putBack returns guests the bucket refused to the pool, ahead of the
+// host's others (they were taken first).
 func (p *guestPool) putBack(host string, gs []frontier.Guest) {
 	if len(gs) == 0 {
 		return
 	}
 	p.mu.Lock()
-	p.hosts[host] = append(p.hosts[host], gs...)
+	p.hosts[host] = append(gs[:len(gs):len(gs)], p.hosts[host]...)
 	p.mu.Unlock()
 }
 
@@ -215,35 +223,32 @@ func (p *guestPool) done(fp uint64, now time.Time) {
 }
 
 // placeGuests puts the guests of the hosts of phase in the bucket, each
-// with its host's element (one trip, one connection per host); the ones the
-// bucket refuses now wait in the pool for the next pass.
+// with its host's element (one trip, one connection per host), as many as
+// the bucket takes now (Bucket.Room); the others wait in the pool for the
+// next pass.
 func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 	n := s.n
-	for host, gs := range n.guests.take(now, phase, nphase) {
+	for _, host := range n.guests.hostsIn(phase, nphase) {
 		hh := frontier.HostHash(host)
+		room := n.bkt.Room(host, hh)
+		if room == 0 {
+			continue
+		}
+		gs := n.guests.take(now, host, room)
 		placed := 0
 		for i, g := range gs {
 			it := bucket.Item{FP: frontier.Fingerprint(g.URL), URL: g.URL, Depth: g.Depth, Tries: g.Tries, Guest: true}
-			switch n.bkt.Add(now, host, hh, it) {
-			case bucket.Placed:
-				if s.priority(host) {
-					s.urgent = append(s.urgent, host)
-				}
-				placed++
-			case bucket.Joined:
-				placed++
-			default:
-				n.guests.placed(placed)
+			o := n.bkt.Add(now, host, hh, it)
+			if o == bucket.Rejected {
 				n.guests.putBack(host, gs[i:])
-				placed = -1
-			}
-			if placed < 0 {
 				break
 			}
+			if o == bucket.Placed && s.priority(host) {
+				s.urgent = append(s.urgent, host)
+			}
+			placed++
 		}
-		if placed > 0 {
-			n.guests.placed(placed)
-		}
+		n.guests.placed(placed)
 	}
 }
 

@@ -111,3 +111,45 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 		t.Errorf("%d guests given back, want 0", l.returned)
 	}
 }
+
+// TestGuestPoolTake: the scheduler takes a host's guests oldest first, no
+// more than it asks for (what the bucket takes now), dropping the expired
+// ones it meets; the ones the bucket refuses go back ahead of the others.
+func TestGuestPoolTake(t *testing.T) {
+	now := time.Now()
+	p := newGuestPool()
+	var gs []frontier.Guest
+	for i := range 6 {
+		until := now.Add(time.Hour)
+		if i == 1 {
+			until = now.Add(-time.Second) // expired
+		}
+		g := frontier.Guest{NewURL: frontier.NewURL{URL: fmt.Sprintf("http://h/%d", i), Host: "h"}, Until: until}
+		gs = append(gs, g)
+		p.queued[frontier.Fingerprint(g.URL)] = g
+	}
+	p.hosts["h"], p.n = gs, len(gs)
+	p.hosts["other"] = []frontier.Guest{{NewURL: frontier.NewURL{URL: "http://other/", Host: "other"}, Until: now.Add(time.Hour)}}
+	p.n++
+	urls := func(gs []frontier.Guest) string {
+		var us []string
+		for _, g := range gs {
+			us = append(us, strings.TrimPrefix(g.URL, "http://h/"))
+		}
+		return strings.Join(us, " ")
+	}
+	took := p.take(now, "h", 2)
+	if got := urls(took); got != "0 2" {
+		t.Fatalf("take 2 = %q, want \"0 2\" (1 expired)", got)
+	}
+	if p.n != 6 || len(p.hosts["h"]) != 3 {
+		t.Fatalf("after take: n %d, h holds %d, want 6 and 3", p.n, len(p.hosts["h"]))
+	}
+	p.putBack("h", took[1:]) // the bucket took 0, refused 2
+	if got := urls(p.take(now, "h", 10)); got != "2 3 4 5" {
+		t.Fatalf("take after putBack = %q, want \"2 3 4 5\"", got)
+	}
+	if _, ok := p.hosts["h"]; ok || len(p.hosts["other"]) != 1 {
+		t.Fatalf("hosts left %v, want other only", p.hosts)
+	}
+}
