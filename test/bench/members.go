@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 	"testing"
@@ -80,6 +81,21 @@ func runMember(specJSON string) int {
 		fmt.Fprintln(os.Stderr, "bench member:", err)
 		return 1
 	}
+	if dir := os.Getenv(ProfileEnv); dir != "" {
+		// The member's CPU profile, written when it is signalled to stop
+		// (membersCrawl sends SIGTERM then, not SIGKILL).
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("member-%s-%d.prof", spec.Name, os.Getpid())))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench member: profile:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench member: profile:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := n.Run(ctx); err != nil {
@@ -97,6 +113,7 @@ type membersResult struct {
 	crawling    time.Duration // from the web's first request to its last response
 	cpu         time.Duration // the members' user+sys CPU, start-up to exit
 	firstAnswer time.Duration // from the start to the web's first request
+	tail        []string      // the hosts that ended the crawl, with their idle time
 }
 
 // membersCrawl starts n member processes on 127.0.0.1..n at once (each
@@ -151,8 +168,12 @@ func membersCrawl(b testing.TB, web *synthweb.Web, n int) membersResult {
 		cmds = append(cmds, cmd)
 	}
 	stopAll := func() {
+		sig := syscall.SIGKILL
+		if os.Getenv(ProfileEnv) != "" {
+			sig = syscall.SIGTERM // the members write their CPU profiles
+		}
 		for _, c := range cmds {
-			_ = c.Process.Signal(syscall.SIGKILL)
+			_ = c.Process.Signal(sig)
 		}
 		for _, c := range cmds {
 			_ = c.Wait()
@@ -189,6 +210,15 @@ func membersCrawl(b testing.TB, web *synthweb.Web, n int) membersResult {
 		}
 	}
 	res.total, res.crawling, res.firstAnswer = last.Sub(start), last.Sub(first), first.Sub(start)
+	// The hosts that ended the crawl, and the time their connection sat
+	// idle: the largest host, crawled by one member at a time, should.
+	hosts, stats := synthweb.LastHosts(web.Visits(), 3)
+	for i, h := range hosts {
+		g := stats[i]
+		res.tail = append(res.tail, fmt.Sprintf("%s: %d requests from %.2fs to %.2fs, idle %s (%d gaps of 50ms or more: %s), busy %s",
+			h, g.Requests, g.First.Sub(start).Seconds(), g.Last.Sub(start).Seconds(), g.Idle.Round(time.Millisecond), g.Long,
+			g.LongIdle.Round(time.Millisecond), g.Busy.Round(time.Millisecond)))
+	}
 	// robots.txt once per member at most (each member reads its own, or
 	// gets it from another); every page exactly once.
 	rep := web.Report()

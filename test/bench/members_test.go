@@ -48,6 +48,9 @@ func BenchmarkMembersBigHost(b *testing.B) {
 			r := membersCrawl(b, web, n)
 			b.Logf("%d member(s): %.2fs (start-up %.2fs), %.2fs crawling, %.0f pages/s, CPU %.1fs", n, r.total.Seconds(), r.firstAnswer.Seconds(),
 				r.crawling.Seconds(), float64(r.pages)/r.crawling.Seconds(), r.cpu.Seconds())
+			for _, l := range r.tail {
+				b.Logf("  %s", l)
+			}
 			s := &sums[c]
 			s.pages += r.pages
 			s.total += r.total
