@@ -86,9 +86,12 @@ type Node struct {
 	gates     *unitGates     // politeness.key domain: one request at a time per unit on this node (nil: host)
 	hostCap   *fetch.HostCap // scope.max_hosts_per_domain
 	capLog    sync.Once      // the first refusal by hostCap is logged
-	hard      atomic.Pointer[hardening] // redirect chain lengths (hardening.go); set in New, read by the cluster layer already running
 	ctl       *control       // pause, resume and the crawl budget (control.go)
 	disk      *diskGuard     // pauses the node while its data directory is short of space (storage.go)
+
+	// hard is the memory of redirect chain lengths (hardening.go): set in
+	// New, where the cluster layer, receiving already, may read it.
+	hard atomic.Pointer[hardening]
 	// storageHold is the cluster's phase clock when it can hold this
 	// member off its phase while the disk guard pauses it (nil alone).
 	storageHold storageHolder
