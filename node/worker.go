@@ -624,11 +624,13 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 // request does (the connection stays busy): in order, archiving its
 // exchange, extracting its links (into sub, a hostTrip of its own), its
 // crawl log line, then its frontier write (the links owned elsewhere
-// routed first), as keep and settlePage do for the other pages. The trip
-// starts one at a time and joins it (joinPage) before it records anything
-// else, so pages are recorded in order, each after its WARC records and
-// log line, and a crash loses at most the pages whose write was not
-// committed, as before.
+// queued for the outbox first, LocalSplitter.FileForeign: the write
+// records the page as fetched only once they are durable), as keep and
+// settlePage do for the other pages. A lent page (a guest) is archived and
+// parsed so too, then recorded by recordGuest. The trip starts one at a
+// time and joins it (joinPage) before it records anything else, so pages
+// are recorded in order, each after its WARC records and log line, and a
+// crash loses at most the pages whose write was not committed, as before.
 type pageWork struct {
 	it    bucket.Item
 	resp  *fetch.Response
@@ -982,10 +984,12 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 }
 
 // settlePage records the page just finished (the last of t.results) with
-// the links found on it: the links owned elsewhere go to their owners'
-// outboxes first (durably), then one asynchronous frontier write adds the
-// local links and records the result, so a crash can lose a fetch but
-// never a discovered URL.
+// the links found on it: the links owned elsewhere are queued for their
+// owners' outboxes first (FileForeign), then one asynchronous frontier
+// write adds the local links and records the result, which it keeps as
+// fetched only once that outbox write is durable (the frontier's
+// before-commit hook waits for it; Result.Durable asks it), so a crash
+// or a failed write can lose a fetch but never a discovered URL.
 func (t *hostTrip) settlePage() {
 	if t.failed {
 		return // recorded by commit at the end of the trip
