@@ -105,6 +105,9 @@ func runMember(specJSON string) int {
 	return 0
 }
 
+// membersTimeout bounds one crawl by members (start-up included).
+const membersTimeout = 10 * time.Minute
+
 // membersResult is one crawl by n members (a node alone when 1).
 type membersResult struct {
 	members     int
@@ -182,12 +185,13 @@ func membersCrawl(b testing.TB, web *synthweb.Web, n int) membersResult {
 			}
 		}
 	}
-	deadline := time.Now().Add(crawlTimeout)
+	deadline := time.Now().Add(membersTimeout)
 	seen := 0
 	for seen < 2 {
 		if time.Now().After(deadline) {
+			why := harness.NotDone(apis)
 			stopAll()
-			b.Fatalf("%d members: crawl not done within %s: %v", n, crawlTimeout, harness.NotDone(apis))
+			b.Fatalf("%d members: crawl not done within %s: %v", n, membersTimeout, why)
 		}
 		time.Sleep(20 * time.Millisecond)
 		if harness.PagesFetched(apis) >= int64(exp.Fetches) && harness.CrawlDone(apis) {
