@@ -294,6 +294,37 @@ func (b *Bucket) Accepts(host string, hostHash uint64) bool {
 	return free
 }
 
+// Room is how many URLs of host Add would take now, one after another:
+// the room left in its QUEUING element (up to ListCap) or in the refill
+// its running trip asked for (Want), or ListCap for a host without an
+// element whose column has a FREE row; 0 otherwise. It changes nothing.
+// O(Rows).
+func (b *Bucket) Room(host string, hostHash uint64) int {
+	rows := b.cfg.Rows
+	base := b.Column(hostHash) * rows
+	free := false
+	for r := range rows {
+		e := &b.el[base+r]
+		if e.state == Free {
+			free = true
+			continue
+		}
+		if e.hash == hostHash && e.host == host {
+			switch {
+			case e.state == Queuing && !e.ready:
+				return max(b.cfg.ListCap-len(e.items), 0)
+			case e.state == Fetching:
+				return max(e.want-len(e.items), 0)
+			}
+			return 0
+		}
+	}
+	if free {
+		return b.cfg.ListCap
+	}
+	return 0
+}
+
 func (b *Bucket) markReady(i int32, now time.Time) {
 	e := &b.el[i]
 	e.ready, e.at = true, now

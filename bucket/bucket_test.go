@@ -666,6 +666,9 @@ func TestWantRefill(t *testing.T) {
 				if b.Accepts("h", fnvHash("h")) != (joined < tc.room) {
 					t.Fatalf("add %d: Accepts = %v with %d joined of %d", i, !(joined < tc.room), joined, tc.room)
 				}
+				if r := b.Room("h", fnvHash("h")); r != max(tc.room-joined, 0) {
+					t.Fatalf("add %d: Room = %d with %d joined of %d", i, r, joined, tc.room)
+				}
 				switch o := b.Add(at(110), "h", fnvHash("h"), Item{FP: uint64(10 + i)}); o {
 				case Joined:
 					joined++

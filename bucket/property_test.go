@@ -163,6 +163,9 @@ func runRandom(t *testing.T, seed int64, steps int) {
 			fp++
 			it := Item{FP: fp, URL: fmt.Sprintf("http://%s/%d", h.name, fp), Depth: rng.Intn(5)}
 			acc := b.Accepts(h.name, h.hash)
+			if room := b.Room(h.name, h.hash); (room > 0) != acc || room > cfg.ListCap {
+				t.Fatalf("%s: Room(%s) = %d, Accepts %v", where, h.name, room, acc)
+			}
 			want := m.add(now, h.name, h.hash, it)
 			got := b.Add(now, h.name, h.hash, it)
 			if got != want {

@@ -77,14 +77,20 @@ type lending struct {
 	// settled when the record arrives (KindMoved), not dropped, so the
 	// record is not fetched again.
 	early map[uint64]earlyOutcome
-	// again holds the URLs given back unfetched during againEpoch (a
-	// holder's trip ended before it reached them): the lend scans'
-	// cursors have passed them, so lendTo reads them again by key and
-	// lends them in the same epoch. A new epoch's scans start from the
-	// oldest URL and see them anyway.
-	again      map[uint64]frontier.Ref
-	againEpoch int64
+	// again holds the URLs given back unfetched (a holder's trip ended
+	// before it reached them, or its phase did): the lend scans' cursors
+	// may have passed them, in this epoch or, for a return that arrives
+	// after the swap, in the next one, whose scans started from the
+	// oldest URL while they were still marked. lendTo reads them again by
+	// key and lends them in its next round for their host's phase,
+	// whichever epoch that is; those of this node's own phase are its
+	// own to fetch (its scheduler's window starts again from the oldest
+	// URL at every pass) and are forgotten (dropAgain).
+	again map[uint64]frontier.Ref
 }
+
+// maxAgain bounds the URLs given back and waiting to be lent again.
+const maxAgain = 4 * maxLentPerMember
 
 // earlyOutcome is an outcome kept until its record arrives.
 type earlyOutcome struct {
@@ -259,7 +265,7 @@ func (l *lending) settle(fps []uint64) {
 
 // returned forgets the mark of the URL r if it is the lend to holder for
 // epoch (a return from an earlier lend does not end a later one), and
-// keeps r to be lent again in that epoch (lending.again).
+// keeps r to be lent again (lending.again).
 func (l *lending) returned(r frontier.Ref, holder string, epoch int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -268,36 +274,39 @@ func (l *lending) returned(r frontier.Ref, holder string, epoch int64) {
 		return
 	}
 	l.drop(r.FP, m)
-	if l.again == nil {
-		return
-	}
-	if epoch != l.againEpoch {
-		clear(l.again)
-		l.againEpoch = epoch
-	}
-	if len(l.again) < maxLentPerMember {
+	if l.again != nil && len(l.again) < maxAgain {
 		l.again[r.FP] = r
 	}
 }
 
-// takeAgain removes and returns the URLs of again of phase (of nphase)
-// given back in epoch; those of an earlier epoch are forgotten.
-func (l *lending) takeAgain(epoch int64, phase, nphase int, unit frontier.Unit) []frontier.Ref {
+// takeAgain removes and returns the URLs of again of phase (of nphase),
+// at most most of them.
+func (l *lending) takeAgain(phase, nphase int, unit frontier.Unit, most int) []frontier.Ref {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.againEpoch != epoch {
-		clear(l.again)
-		l.againEpoch = epoch
-		return nil
-	}
 	var out []frontier.Ref
 	for fp, r := range l.again {
+		if len(out) >= most {
+			break
+		}
 		if frontier.PhaseOf(unit.Hash(r.Host), nphase) == phase {
 			out = append(out, r)
 			delete(l.again, fp)
 		}
 	}
 	return out
+}
+
+// dropAgain forgets the URLs of again of phase (of nphase): this node's
+// own phase, whose URLs its scheduler finds (lending.again).
+func (l *lending) dropAgain(phase, nphase int, unit frontier.Unit) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for fp, r := range l.again {
+		if frontier.PhaseOf(unit.Hash(r.Host), nphase) == phase {
+			delete(l.again, fp)
+		}
+	}
 }
 
 // expire forgets the expired marks of holders not pending, and the expired
@@ -467,6 +476,7 @@ func (c *Cluster) lendRound(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	c.lends.dropAgain(st.Phase, st.NPhase, c.cfg.Unit)
 	for _, p := range st.Members {
 		q, ok := c.lendPhase(st, p)
 		if !ok {
@@ -690,21 +700,27 @@ func (c *Cluster) lendTo(ctx context.Context, peer string, q int, epoch int64, u
 		cur = lendCursor{epoch: epoch, phase: q}
 	}
 	var recs []frontier.Record
-	for _, r := range c.lends.takeAgain(epoch, q, c.front.Phases(), c.cfg.Unit) {
-		// Given back earlier in this epoch: behind the cursor now.
+	seen := map[uint64]bool{}
+	for _, r := range c.lends.takeAgain(q, c.front.Phases(), c.cfg.Unit, min(room, lendScan)) {
+		// Given back: the cursor may have passed it.
 		rec, ok, err := c.front.Get(r)
 		if err != nil {
 			return err
 		}
 		if ok && rec.State == frontier.InList {
 			recs = append(recs, rec)
+			seen[rec.FP] = true
 		}
 	}
 	more, next, err := c.front.ScanSince(q, cur.at, max(min(room, lendScan)-len(recs), 0))
 	if err != nil {
 		return err
 	}
-	recs = append(recs, more...)
+	for _, r := range more {
+		if !seen[r.FP] {
+			recs = append(recs, r)
+		}
+	}
 	cur.at = next
 	c.lends.cursors[peer] = cur
 	var redirects interface{ RedirectsOf(fp uint64) int }

@@ -83,24 +83,33 @@ func TestLendingMarks(t *testing.T) {
 	if l.lent(1, now) {
 		t.Error("the holder's return did not end the lend")
 	}
-	// Given back in epoch 7, it is lent again in epoch 7 to the member
-	// working on its host's phase, and only once; a later epoch's scan
-	// starts from the oldest URL and forgets it.
+	// Given back, it is lent again to the member working on its host's
+	// phase, and only once, in that epoch or (a return that arrives after
+	// the swap, when the next epoch's scans may have passed it) in the
+	// next; this node's own phase forgets it (its scheduler finds it).
 	ph := frontier.PhaseOf(frontier.HostHash("h1"), 3)
-	if got := l.takeAgain(7, (ph+1)%3, 3, nil); len(got) != 0 {
+	if got := l.takeAgain((ph+1)%3, 3, nil, 10); len(got) != 0 {
 		t.Errorf("takeAgain for another phase = %v", got)
 	}
-	if got := l.takeAgain(7, ph, 3, nil); len(got) != 1 || got[0] != r1 {
+	if got := l.takeAgain(ph, 3, nil, 10); len(got) != 1 || got[0] != r1 {
 		t.Errorf("takeAgain = %v, want [%v]", got, r1)
 	}
-	if got := l.takeAgain(7, ph, 3, nil); len(got) != 0 {
+	if got := l.takeAgain(ph, 3, nil, 10); len(got) != 0 {
 		t.Errorf("takeAgain twice = %v", got)
 	}
 	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
 	l.out["p"]++
 	l.returned(r1, "p", 7)
-	if got := l.takeAgain(8, ph, 3, nil); len(got) != 0 || len(l.again) != 0 {
-		t.Errorf("takeAgain in a later epoch = %v (again %v)", got, l.again)
+	if got := l.takeAgain(ph, 3, nil, 0); len(got) != 0 || len(l.again) != 1 {
+		t.Errorf("takeAgain of at most 0 = %v (again %v)", got, l.again)
+	}
+	l.dropAgain((ph+1)%3, 3, nil)
+	if len(l.again) != 1 {
+		t.Errorf("dropAgain of another phase forgot %v", r1)
+	}
+	l.dropAgain(ph, 3, nil)
+	if len(l.again) != 0 {
+		t.Errorf("dropAgain of its phase kept %v", l.again)
 	}
 	l.settle([]uint64{3})
 	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {

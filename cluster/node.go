@@ -444,6 +444,25 @@ func (c *Cluster) Replicate(ctx context.Context, done []frontier.NewURL) error {
 	return err
 }
 
+// QueueReplicas implements node.Replicator: Replicate without the wait.
+// The write is queued for the outbox and a failure is logged: a replica
+// lost with a crash in the moment before its write costs a page fetched
+// again only should this node never come back, and the page's trip does
+// not wait for the outbox's fsync.
+func (c *Cluster) QueueReplicas(ctx context.Context, done []frontier.NewURL) error {
+	ring := c.ring.Load()
+	files := map[string][]Entry{}
+	for _, u := range done {
+		if o := c.replicaOf(ring, frontier.Fingerprint(u.URL)); o != "" && o != c.cfg.Name {
+			files[o] = append(files[o], Entry{Kind: KindReplica, NewURL: u})
+		}
+	}
+	_, err := c.outbox.queueEntries(ctx, files, nil, func(err error) {
+		c.log.Warn("replicate completed URLs", "error", err, "urls", len(done))
+	})
+	return err
+}
+
 // RouteForeign implements node.LocalSplitter: the discovered URLs another
 // member owns go to the outbox; the others are returned, for the node to
 // record with its fetch results in one frontier transaction.
@@ -463,6 +482,44 @@ func (c *Cluster) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]f
 	}
 	return local, err
 }
+
+// FileForeign implements node.LocalSplitter: RouteForeign without the
+// wait. The discovered URLs another member owns are queued for the outbox
+// in one write (all their owners together), and filed reports whether it
+// is durable; its answer is final once a Sync called after FileForeign
+// returned has returned. The node's frontier calls Sync before each
+// commit, so the page they were found on is recorded as fetched only once
+// they are durable (filed is its frontier.Result.Durable): a page's trip
+// does not wait for the outbox's fsync, and no discovered URL is lost.
+// The URLs are marked filed (sentFilter) once the write committed.
+func (c *Cluster) FileForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, filed func() bool, err error) {
+	ring := c.ring.Load()
+	urls = c.unsent(ring, urls)
+	files := map[string][]Entry{}
+	var fps []uint64
+	for _, u := range urls {
+		fp := frontier.Fingerprint(u.URL)
+		o := ring.Owner(fp)
+		if o == "" || o == c.cfg.Name {
+			local = append(local, u)
+			continue
+		}
+		files[o] = append(files[o], Entry{Kind: KindNew, NewURL: u})
+		fps = append(fps, fp)
+	}
+	if len(fps) == 0 {
+		return local, nil, nil
+	}
+	f, err := c.outbox.queueEntries(ctx, files, func() { c.markSent(ring, fps) }, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return local, f.Durable, nil
+}
+
+// Sync implements node.LocalSplitter: it returns once every write
+// FileForeign queued before the call is committed or failed.
+func (c *Cluster) Sync() { c.outbox.Sync() }
 
 // unsent returns urls without the plain ones filed already for their
 // owner under ring (sentFilter); urls itself is left as it is.
@@ -501,22 +558,18 @@ func (c *Cluster) markSent(ring *Ring, fps []uint64) {
 // ("" or this node).
 func (c *Cluster) fileFor(ctx context.Context, kind Kind, urls []frontier.NewURL, peerOf func(fp uint64) string) ([]frontier.NewURL, error) {
 	var local []frontier.NewURL
-	var fwd map[string][]frontier.NewURL
+	files := map[string][]Entry{}
 	for _, u := range urls {
 		o := peerOf(frontier.Fingerprint(u.URL))
 		if o == "" || o == c.cfg.Name {
 			local = append(local, u)
 			continue
 		}
-		if fwd == nil {
-			fwd = map[string][]frontier.NewURL{}
-		}
-		fwd[o] = append(fwd[o], u)
+		files[o] = append(files[o], Entry{Kind: kind, NewURL: u})
 	}
-	for peer, us := range fwd {
-		if err := c.outbox.put(ctx, peer, kind, us); err != nil {
-			return nil, err
-		}
+	// One write for every peer: one commit to wait for, not one a peer.
+	if err := c.outbox.putEntries(ctx, files); err != nil {
+		return nil, err
 	}
 	return local, nil
 }

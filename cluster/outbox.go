@@ -71,6 +71,10 @@ type Outbox struct {
 	batchID atomic.Uint64 // the last batch ID take gave (IDs match acks to batches on one connection)
 	wg      sync.WaitGroup
 
+	// unsynced is set once a write is queued without waiting
+	// (queueEntries), cleared by Sync.
+	unsynced atomic.Bool
+
 	mu     sync.Mutex // guards counts, total, wake, closed
 	counts map[string]int
 	total  int
@@ -240,24 +244,83 @@ func (o *Outbox) put(ctx context.Context, peer string, kind Kind, urls []frontie
 // putEntries files entries of any kinds for several peers in one durable
 // write: all of them, or (on error) none.
 func (o *Outbox) putEntries(ctx context.Context, files map[string][]Entry) error {
+	fn, err := o.entriesWrite(files)
+	if err != nil || fn == nil {
+		return err
+	}
+	return o.do(ctx, fn)
+}
+
+// queueEntries is putEntries without the wait: the write is queued for
+// the writer (which may block while its queue is full) and its Filing
+// tells the outcome, final once a Sync called after queueEntries returned
+// has returned. onCommit, if not nil, is called (from the writer) once the
+// write is durable, before Durable reports it; onFail, if not nil, once it
+// failed. Neither may wait for the outbox. A nil Filing and no error:
+// nothing to write.
+func (o *Outbox) queueEntries(ctx context.Context, files map[string][]Entry, onCommit func(), onFail func(error)) (*Filing, error) {
+	fn, err := o.entriesWrite(files)
+	if err != nil || fn == nil {
+		return nil, err
+	}
+	f := &Filing{onCommit: onCommit, onFail: onFail}
+	op := &obOp{fn: fn, done: make(chan error, 1), filing: f}
+	select {
+	case <-o.quit:
+		return nil, ErrOutboxClosed
+	default:
+	}
+	select {
+	case o.ops <- op:
+	case <-o.quit:
+		return nil, ErrOutboxClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	o.unsynced.Store(true)
+	return f, nil
+}
+
+// Sync returns once every write queued (queueEntries) before the call is
+// committed or failed: the writer commits what it gathered at once. It
+// returns at once when nothing was queued since the last Sync, or once
+// the outbox is closed (a write it did not commit failed).
+func (o *Outbox) Sync() {
+	if !o.unsynced.Swap(false) {
+		return
+	}
+	op := &obOp{sync: true, done: make(chan error, 1)}
+	select {
+	case o.ops <- op:
+	case <-o.quit:
+		return
+	}
+	select {
+	case <-op.done:
+	case <-o.stopped:
+	}
+}
+
+// entriesWrite is the write of putEntries (nil: nothing to write).
+func (o *Outbox) entriesWrite(files map[string][]Entry) (func(tx *bolt.Tx, d *obDelta) error, error) {
 	vals := map[string][][]byte{}
 	total := 0
 	for peer, es := range files {
 		if peer == "" {
-			return errors.New("cluster: outbox put: empty peer name")
+			return nil, errors.New("cluster: outbox put: empty peer name")
 		}
 		for _, e := range es {
 			if err := checkEntry(e); err != nil {
-				return fmt.Errorf("cluster: outbox put %q: %w", e.URL, err)
+				return nil, fmt.Errorf("cluster: outbox put %q: %w", e.URL, err)
 			}
 			vals[peer] = append(vals[peer], appendEntry(nil, e))
 			total++
 		}
 	}
 	if total == 0 {
-		return nil
+		return nil, nil
 	}
-	return o.do(ctx, func(tx *bolt.Tx, d *obDelta) error {
+	return func(tx *bolt.Tx, d *obDelta) error {
 		if n := o.total + d.total + total; n > o.cfg.MaxURLs {
 			return opError{fmt.Errorf("cluster: outbox put %d URLs: %d waiting, max_urls=%d: %w",
 				total, o.total+d.total, o.cfg.MaxURLs, ErrOutboxFull)}
@@ -276,7 +339,7 @@ func (o *Outbox) putEntries(ctx context.Context, files map[string][]Entry) error
 			d.add(peer, len(vs))
 		}
 		return nil
-	})
+	}, nil
 }
 
 // Pending returns the URLs waiting per peer (peers with none are left out).
@@ -558,6 +621,55 @@ func (d *obDelta) add(peer string, n int) {
 type obOp struct {
 	fn   func(tx *bolt.Tx, d *obDelta) error
 	done chan error
+	// filing, for a write queued without waiting (queueEntries), is told
+	// its outcome; nil for the others.
+	filing *Filing
+	// sync marks Sync's op: it writes nothing, and the writer commits
+	// what it gathered as soon as it comes (someone waits for it).
+	sync bool
+}
+
+// answer tells op's caller (and its Filing) the outcome err.
+func (op *obOp) answer(err error) {
+	if op.filing != nil {
+		op.filing.settle(err)
+	}
+	op.done <- err
+}
+
+// Filing is an outbox write queued without waiting for it
+// (Outbox.queueEntries). Its outcome is known once the writer has
+// committed it or failed, at the latest when a Sync called after the
+// write was queued returns.
+type Filing struct {
+	state    atomic.Int32 // filingQueued, filingDurable, filingFailed
+	onCommit func()       // called once the write is durable (from the writer)
+	onFail   func(error)  // called once the write failed (from the writer)
+}
+
+const (
+	filingQueued int32 = iota
+	filingDurable
+	filingFailed
+)
+
+// Durable reports whether the write is committed; false while it is
+// queued or once it failed.
+func (f *Filing) Durable() bool { return f != nil && f.state.Load() == filingDurable }
+
+// settle records the write's outcome err.
+func (f *Filing) settle(err error) {
+	if err != nil {
+		f.state.Store(filingFailed)
+		if f.onFail != nil {
+			f.onFail(err)
+		}
+		return
+	}
+	if f.onCommit != nil {
+		f.onCommit()
+	}
+	f.state.Store(filingDurable)
 }
 
 // do runs fn in the writer's next transaction and waits until it committed.
@@ -627,6 +739,11 @@ func (o *Outbox) writer() {
 				}
 				continue
 			}
+			if batch[len(batch)-1].sync {
+				// Sync waits: commit what is here (the ops queued after
+				// it go in the next batch).
+				break more
+			}
 			select {
 			case op := <-o.ops:
 				batch = append(batch, op)
@@ -649,7 +766,7 @@ func (o *Outbox) failQueued() {
 	for {
 		select {
 		case op := <-o.ops:
-			op.done <- ErrOutboxClosed
+			op.answer(ErrOutboxClosed)
 		default:
 			return
 		}
@@ -657,11 +774,20 @@ func (o *Outbox) failQueued() {
 }
 
 func (o *Outbox) commit(batch []*obOp) {
+	if !slices.ContainsFunc(batch, func(op *obOp) bool { return !op.sync }) {
+		for _, op := range batch {
+			op.answer(nil) // Sync alone: the writes before it are committed
+		}
+		return
+	}
 	o.commits.Add(1)
 	d := &obDelta{counts: map[string]int{}}
 	errs := make([]error, len(batch))
 	err := o.db.Update(func(tx *bolt.Tx) error {
 		for i, op := range batch {
+			if op.sync {
+				continue
+			}
 			if err := op.fn(tx, d); err != nil {
 				var oe opError
 				if errors.As(err, &oe) {
@@ -695,7 +821,7 @@ func (o *Outbox) commit(batch []*obOp) {
 			}
 			return
 		}
-		batch[0].done <- fmt.Errorf("cluster: outbox commit: %w", err)
+		batch[0].answer(fmt.Errorf("cluster: outbox commit: %w", err))
 		return
 	}
 	o.mu.Lock()
@@ -709,7 +835,7 @@ func (o *Outbox) commit(batch []*obOp) {
 	wake := o.wake
 	o.mu.Unlock()
 	for i, op := range batch {
-		op.done <- errs[i]
+		op.answer(errs[i])
 	}
 	if wake != nil {
 		for _, peer := range slices.Sorted(maps.Keys(d.counts)) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -178,4 +179,56 @@ func TestOutboxGroupCommit(t *testing.T) {
 // byURL routes every entry by its URL alone.
 func byURL(f func(frontier.NewURL) string) func(Entry) string {
 	return func(e Entry) string { return f(e.NewURL) }
+}
+
+// TestOutboxQueueSync: a write queued without waiting (queueEntries) is
+// durable, its onCommit called, once a Sync called after it returns; a
+// write refused by the outbox (over max_urls) reports failed and calls
+// onFail; Sync with nothing queued returns at once (no commit), and after
+// Close a queued write is refused and Sync returns.
+func TestOutboxQueueSync(t *testing.T) {
+	ctx := context.Background()
+	ob, err := OpenOutbox(OutboxConfig{Path: filepath.Join(t.TempDir(), "outbox.db"), MaxURLs: 50, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := func(prefix string, n int) map[string][]Entry {
+		m := map[string][]Entry{}
+		for i, u := range testURLs(prefix, n) {
+			peer := []string{"b", "c"}[i%2]
+			m[peer] = append(m[peer], Entry{Kind: KindNew, NewURL: u})
+		}
+		return m
+	}
+	var committed, failed atomic.Int32
+	f1, err := ob.queueEntries(ctx, files("x", 30), func() { committed.Add(1) }, func(error) { failed.Add(1) })
+	if err != nil || f1 == nil {
+		t.Fatalf("queue: %v, %v", f1, err)
+	}
+	f2, err := ob.queueEntries(ctx, files("y", 30), func() { committed.Add(1) }, func(error) { failed.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob.Sync()
+	if !f1.Durable() || f2.Durable() || committed.Load() != 1 || failed.Load() != 1 {
+		t.Fatalf("after Sync: first durable %v, second (over max_urls) %v; %d committed, %d failed", f1.Durable(), f2.Durable(), committed.Load(), failed.Load())
+	}
+	if got := ob.Pending(); got["b"] != 15 || got["c"] != 15 {
+		t.Fatalf("pending %v, want 15 and 15", got)
+	}
+	if f, err := ob.queueEntries(ctx, nil, nil, nil); f != nil || err != nil {
+		t.Fatalf("nothing to queue: %v, %v", f, err)
+	}
+	commits := ob.commits.Load()
+	ob.Sync() // nothing queued since the last Sync
+	if ob.commits.Load() != commits {
+		t.Fatalf("Sync with nothing queued committed")
+	}
+	if err := ob.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.queueEntries(ctx, files("z", 2), nil, nil); !errors.Is(err, ErrOutboxClosed) {
+		t.Fatalf("queue after Close: %v, want ErrOutboxClosed", err)
+	}
+	ob.Sync() // returns
 }

@@ -78,8 +78,19 @@ type Router interface {
 // the URLs owned by other nodes to their owners (outbox) and returns those
 // owned here, which the worker then records in the same frontier write as
 // the page they were found on (frontier.Settle).
+//
+// FileForeign does the same without waiting for the write: filed (nil
+// when nothing was filed) reports whether the write is durable, and its
+// answer is final once a Sync called after FileForeign returned has
+// returned. The node calls Sync before each frontier commit and gives
+// filed as the page's frontier.Result.Durable, so a page is recorded as
+// fetched only once the links it holds for other nodes are durable, and
+// its trip does not wait for that write (docs/design/lending.md). Sync
+// must not call the frontier.
 type LocalSplitter interface {
 	RouteForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, err error)
+	FileForeign(ctx context.Context, urls []frontier.NewURL) (local []frontier.NewURL, filed func() bool, err error)
+	Sync()
 }
 
 // PhaseClock tells the node which host-hash phase it works on (KSpider §3.2).
@@ -108,8 +119,12 @@ type PhaseDeadline interface {
 // Replicator is the Cluster.Replicas delegate: Replicate durably sends the
 // URLs of pages this node completed to the node that keeps their second
 // copy, so that they are not crawled again should this node fail.
+// QueueReplicas does the same without waiting for the write (the cluster
+// layer logs a failure): a host's trip files its pages' replicas so, and
+// goes on with its next request.
 type Replicator interface {
 	Replicate(ctx context.Context, done []frontier.NewURL) error
+	QueueReplicas(ctx context.Context, done []frontier.NewURL) error
 }
 
 // Holder is the Cluster.Holds delegate: Held reports whether a URL in this
@@ -209,6 +224,14 @@ func (Standalone) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]fro
 	return urls, nil
 }
 
+// FileForeign implements LocalSplitter: every URL is owned here.
+func (Standalone) FileForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, func() bool, error) {
+	return urls, nil, nil
+}
+
+// Sync implements LocalSplitter: nothing is ever queued.
+func (Standalone) Sync() {}
+
 // Active implements PhaseClock: one phase, always open.
 func (Standalone) Active(time.Time) (int, int, bool) { return 0, 1, true }
 
@@ -223,6 +246,14 @@ func (a routeAll) RouteForeign(ctx context.Context, urls []frontier.NewURL) ([]f
 	_, err := a.r.Route(ctx, urls)
 	return nil, err
 }
+
+// FileForeign routes urls at once (Route is durable when it returns).
+func (a routeAll) FileForeign(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, func() bool, error) {
+	local, err := a.RouteForeign(ctx, urls)
+	return local, nil, err
+}
+
+func (routeAll) Sync() {}
 
 // takeCluster sets the node's delegates from c, each nil one to its
 // default (Cluster). The frontier must be open.

@@ -85,36 +85,43 @@ func (n *Node) AddGuests(gs []frontier.Guest) (refused []frontier.Guest) {
 	return refused
 }
 
-// take removes and returns, by host, the guests of the hosts in phase of
-// nphase still valid at now; expired ones are dropped.
-func (p *guestPool) take(now time.Time, phase, nphase int) map[string][]frontier.Guest {
+// hostsIn returns the hosts with guests waiting whose phase (of nphase)
+// is phase.
+func (p *guestPool) hostsIn(phase, nphase int) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.n == 0 {
-		return nil
+	var out []string
+	for h := range p.hosts {
+		if nphase <= 1 || frontier.PhaseOf(p.unit.Hash(h), nphase) == phase {
+			out = append(out, h)
+		}
 	}
-	var out map[string][]frontier.Guest
-	for h, gs := range p.hosts {
-		if nphase > 1 && frontier.PhaseOf(p.unit.Hash(h), nphase) != phase {
-			continue
+	return out
+}
+
+// take removes and returns up to most of host's guests still valid at
+// now, oldest first; expired ones met on the way are dropped. A host
+// holds up to maxGuests of them and the scheduler takes a list's worth at
+// a time (Bucket.Room), so it reads only what it takes.
+func (p *guestPool) take(now time.Time, host string, most int) []frontier.Guest {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gs := p.hosts[host]
+	var out []frontier.Guest
+	i := 0
+	for ; i < len(gs) && len(out) < most; i++ {
+		if g := gs[i]; now.Before(g.Until) {
+			out = append(out, g)
+		} else {
+			delete(p.queued, frontier.Fingerprint(g.URL))
+			p.n--
 		}
-		keep := gs[:0]
-		for _, g := range gs {
-			if now.Before(g.Until) {
-				keep = append(keep, g)
-			} else {
-				delete(p.queued, frontier.Fingerprint(g.URL))
-			}
-		}
-		p.n -= len(gs)
-		delete(p.hosts, h)
-		if len(keep) > 0 {
-			if out == nil {
-				out = map[string][]frontier.Guest{}
-			}
-			out[h] = keep
-			p.n += len(keep)
-		}
+	}
+	if i == len(gs) {
+		delete(p.hosts, host)
+	} else {
+		clear(gs[:i])
+		p.hosts[host] = gs[i:]
 	}
 	return out
 }
@@ -126,13 +133,14 @@ func (p *guestPool) lender(fp uint64) string {
 	return p.queued[fp].Lender
 }
 
-// putBack returns guests the bucket refused to the pool.
+// putBack returns guests the bucket refused to the pool, ahead of the
+// host's others (they were taken first).
 func (p *guestPool) putBack(host string, gs []frontier.Guest) {
 	if len(gs) == 0 {
 		return
 	}
 	p.mu.Lock()
-	p.hosts[host] = append(p.hosts[host], gs...)
+	p.hosts[host] = append(gs[:len(gs):len(gs)], p.hosts[host]...)
 	p.mu.Unlock()
 }
 
@@ -215,35 +223,32 @@ func (p *guestPool) done(fp uint64, now time.Time) {
 }
 
 // placeGuests puts the guests of the hosts of phase in the bucket, each
-// with its host's element (one trip, one connection per host); the ones the
-// bucket refuses now wait in the pool for the next pass.
+// with its host's element (one trip, one connection per host), as many as
+// the bucket takes now (Bucket.Room); the others wait in the pool for the
+// next pass.
 func (s *scheduler) placeGuests(now time.Time, phase, nphase int) {
 	n := s.n
-	for host, gs := range n.guests.take(now, phase, nphase) {
+	for _, host := range n.guests.hostsIn(phase, nphase) {
 		hh := frontier.HostHash(host)
+		room := n.bkt.Room(host, hh)
+		if room == 0 {
+			continue
+		}
+		gs := n.guests.take(now, host, room)
 		placed := 0
 		for i, g := range gs {
 			it := bucket.Item{FP: frontier.Fingerprint(g.URL), URL: g.URL, Depth: g.Depth, Run: g.Run, Tries: g.Tries, Guest: true}
-			switch n.bkt.Add(now, host, hh, it) {
-			case bucket.Placed:
-				if s.priority(host) {
-					s.urgent = append(s.urgent, host)
-				}
-				placed++
-			case bucket.Joined:
-				placed++
-			default:
-				n.guests.placed(placed)
+			o := n.bkt.Add(now, host, hh, it)
+			if o == bucket.Rejected {
 				n.guests.putBack(host, gs[i:])
-				placed = -1
-			}
-			if placed < 0 {
 				break
 			}
+			if o == bucket.Placed && s.priority(host) {
+				s.urgent = append(s.urgent, host)
+			}
+			placed++
 		}
-		if placed > 0 {
-			n.guests.placed(placed)
-		}
+		n.guests.placed(placed)
 	}
 }
 
@@ -261,37 +266,49 @@ type pendingGuest struct {
 	done    chan struct{}
 }
 
-// guestsInFlight bounds the guests of one trip being recorded at once.
-// Their outbox writes are group-committed, so a host whose URLs are mostly
-// lent is fetched at the pace of its requests, not of one durable write
-// per page. The node records at most as many guests at once as it has
-// workers (Node.recording), so a crash loses at most two outcomes per
-// worker: the request in flight and one being recorded, on average (their
-// owners' marks expire and the URLs are fetched again).
-const guestsInFlight = 8
-
-// guestPage starts recording a guest's fetch: the links found on it that
-// this node owns go to its frontier (an asynchronous write), and once that
-// write is committed one durable outbox write files the other links for
-// their owners and the outcome for the URL's owner (recordGuest). It runs
-// while the trip goes on, up to guestsInFlight at once; the trip waits for
-// every one before it ends (joinGuests).
+// guestPage records a guest whose page the trip handled at once (not a
+// page to parse: a redirect, an error, a robots.txt refusal): see
+// newGuest and startGuest.
 func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.LogEntry) {
 	n := t.n
-	t.reapGuests(guestsInFlight - 1)
 	found, tickets := t.found, t.tickets
 	t.found, t.tickets = nil, nil
 	if res.FP == 0 || n.lender == nil {
+		t.collectGuests()
 		n.giveBack(n.guests.release([]uint64{it.FP}))
 		return
 	}
 	res.Delay = t.delay
+	t.startGuest(n.newGuest(it, res, entry, found, tickets))
+}
+
+// newGuest starts recording a guest's fetch: the links found on it that
+// this node owns go to its frontier (an asynchronous write); recordGuest
+// waits for that write, then files the other links and the outcome. It
+// runs in the trip's goroutine, or in the page's (pageWork) for a page
+// parsed while the trip's next request runs.
+func (n *Node) newGuest(it bucket.Item, res frontier.Result, entry archive.LogEntry, found []frontier.NewURL, tickets []*archive.Ticket) *pendingGuest {
 	local, foreign := n.lender.SplitLinks(found)
 	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res},
 		foreign: foreign, entry: entry, tickets: tickets, done: make(chan struct{})}
 	if len(local) > 0 {
 		g.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local})
 	}
+	return g
+}
+
+// startGuest records g while the trip goes on (recordGuest, in a
+// goroutine of its own): the trip waits for it only before it ends
+// (joinGuests), or when the node records as many guests as it has workers
+// (Node.recording). Those writes are group-committed with every other
+// trip's, so a host whose URLs are mostly lent is fetched at the pace of
+// its requests, not of a durable write per page; and a crash loses at
+// most two outcomes per worker: the request in flight and one being
+// recorded, on average (their owners' marks expire and the URLs are
+// fetched again).
+func (t *hostTrip) startGuest(g *pendingGuest) {
+	n := t.n
+	t.collectGuests()
 	t.guests = append(t.guests, g)
 	n.recording <- struct{}{} // a slot of the node's: released once recorded
 	go func() {
@@ -300,6 +317,9 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 		n.recordGuest(g)
 	}()
 }
+
+// collectGuests collects the guests recorded already, without waiting.
+func (t *hostTrip) collectGuests() { t.reapGuests(len(t.guests)) }
 
 // reapGuests collects the guests recorded already and waits for the
 // oldest ones until at most keep are being recorded.

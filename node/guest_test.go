@@ -15,13 +15,15 @@ import (
 )
 
 // slowLender is a Lender whose ReportLent takes a while, as a durable
-// outbox write does; it counts the reports and how many ran at once.
+// outbox write does (until release is closed, when it is not nil); it
+// counts the reports and how many ran at once.
 type slowLender struct {
 	mu       sync.Mutex
 	reported map[string]int
 	running  int
 	most     int
 	returned int
+	release  chan struct{}
 }
 
 func (l *slowLender) SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL) {
@@ -33,7 +35,11 @@ func (l *slowLender) ReportLent(ctx context.Context, out frontier.LentOutcome, f
 	l.running++
 	l.most = max(l.most, l.running)
 	l.mu.Unlock()
-	time.Sleep(5 * time.Millisecond)
+	if l.release != nil {
+		<-l.release
+	} else {
+		time.Sleep(5 * time.Millisecond)
+	}
 	l.mu.Lock()
 	l.running--
 	l.reported[out.URL]++
@@ -49,8 +55,9 @@ func (l *slowLender) ReturnLent(ctx context.Context, gs []frontier.Guest) error 
 }
 
 // TestGuestsRecordedAlongTheTrip: the outcomes of a host's lent pages are
-// recorded while its trip goes on (several at once, never more than
-// guestsInFlight), each exactly once, and every one before the node stops.
+// recorded while its trip goes on, as many at once as the node has
+// workers and never more (Node.recording), each exactly once, and every
+// one before the node stops.
 func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/robots.txt" {
@@ -62,8 +69,8 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := testConfig(t, srv)
-	c.Seeds, c.Delay = nil, 0
-	l := &slowLender{reported: map[string]int{}}
+	c.Seeds, c.Delay, c.Workers = nil, 0, 24
+	l := &slowLender{reported: map[string]int{}, release: make(chan struct{})}
 	n, stop := startWith(t, c, Options{Cluster: Cluster{Lending: l}})
 	wait.For(t, 30*time.Second, "node ready", func() bool { return n.ready.Load() })
 	host := strings.TrimPrefix(srv.URL, "http://")
@@ -76,6 +83,15 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	if refused := n.AddGuests(gs); len(refused) != 0 {
 		t.Fatalf("%d guests refused", len(refused))
 	}
+	// The trip goes on while its guests are recorded: every recording
+	// slot of the node fills (one trip, one host) before any report ends.
+	wait.For(t, 30*time.Second, "a report per worker running at once", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.running == c.Workers
+	})
+	time.Sleep(50 * time.Millisecond) // none more starts
+	close(l.release)
 	wait.For(t, 30*time.Second, "guests reported", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -89,10 +105,52 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 			t.Errorf("%s reported %d times", u, k)
 		}
 	}
-	if l.most < 2 || l.most > guestsInFlight {
-		t.Errorf("at most %d reports ran at once, want 2..%d (recorded along the trip)", l.most, guestsInFlight)
+	if l.most != c.Workers {
+		t.Errorf("at most %d reports ran at once, want %d (one per worker, recorded along the trip)", l.most, c.Workers)
 	}
 	if l.returned != 0 {
 		t.Errorf("%d guests given back, want 0", l.returned)
+	}
+}
+
+// TestGuestPoolTake: the scheduler takes a host's guests oldest first, no
+// more than it asks for (what the bucket takes now), dropping the expired
+// ones it meets; the ones the bucket refuses go back ahead of the others.
+func TestGuestPoolTake(t *testing.T) {
+	now := time.Now()
+	p := newGuestPool()
+	var gs []frontier.Guest
+	for i := range 6 {
+		until := now.Add(time.Hour)
+		if i == 1 {
+			until = now.Add(-time.Second) // expired
+		}
+		g := frontier.Guest{NewURL: frontier.NewURL{URL: fmt.Sprintf("http://h/%d", i), Host: "h"}, Until: until}
+		gs = append(gs, g)
+		p.queued[frontier.Fingerprint(g.URL)] = g
+	}
+	p.hosts["h"], p.n = gs, len(gs)
+	p.hosts["other"] = []frontier.Guest{{NewURL: frontier.NewURL{URL: "http://other/", Host: "other"}, Until: now.Add(time.Hour)}}
+	p.n++
+	urls := func(gs []frontier.Guest) string {
+		var us []string
+		for _, g := range gs {
+			us = append(us, strings.TrimPrefix(g.URL, "http://h/"))
+		}
+		return strings.Join(us, " ")
+	}
+	took := p.take(now, "h", 2)
+	if got := urls(took); got != "0 2" {
+		t.Fatalf("take 2 = %q, want \"0 2\" (1 expired)", got)
+	}
+	if p.n != 6 || len(p.hosts["h"]) != 3 {
+		t.Fatalf("after take: n %d, h holds %d, want 6 and 3", p.n, len(p.hosts["h"]))
+	}
+	p.putBack("h", took[1:]) // the bucket took 0, refused 2
+	if got := urls(p.take(now, "h", 10)); got != "2 3 4 5" {
+		t.Fatalf("take after putBack = %q, want \"2 3 4 5\"", got)
+	}
+	if _, ok := p.hosts["h"]; ok || len(p.hosts["other"]) != 1 {
+		t.Fatalf("hosts left %v, want other only", p.hosts)
 	}
 }

@@ -40,7 +40,7 @@ func (n *Node) initHardening() error {
 	if err := n.m.Registry.Register(h.overHostCap); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	n.hard = h
+	n.hard.Store(h)
 	return nil
 }
 
@@ -51,8 +51,8 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 	n := t.n
 	entry.Redirect = loc
 	hops := 1
-	if n.hard != nil {
-		if h, ok := n.hard.redirects.Get(it.FP); ok {
+	if hd := n.hard.Load(); hd != nil {
+		if h, ok := hd.redirects.Get(it.FP); ok {
 			hops = int(h) + 1
 		}
 	}
@@ -73,9 +73,9 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 	}
 	t.found[len(t.found)-1].Redirects = hops // for its owner, should another member own it
 	entry.Outlinks = 1
-	if n.hard != nil {
+	if hd := n.hard.Load(); hd != nil {
 		if norm, err := fetch.Normalize(loc); err == nil {
-			n.hard.redirects.Add(frontier.Fingerprint(norm), uint8(hops))
+			hd.redirects.Add(frontier.Fingerprint(norm), uint8(hops))
 		}
 	}
 }
@@ -120,12 +120,13 @@ func invalidReason(err error) string {
 // chain lengths of targets another member found, so that fetch.max_redirects
 // counts a chain across members.
 func (n *Node) RememberRedirects(urls []frontier.NewURL) {
-	if n.hard == nil {
+	hd := n.hard.Load()
+	if hd == nil {
 		return
 	}
 	for _, u := range urls {
 		if u.Redirects > 0 {
-			n.hard.redirects.Add(frontier.Fingerprint(u.URL), uint8(min(u.Redirects, 255)))
+			hd.redirects.Add(frontier.Fingerprint(u.URL), uint8(min(u.Redirects, 255)))
 		}
 	}
 }
@@ -134,10 +135,11 @@ func (n *Node) RememberRedirects(urls []frontier.NewURL) {
 // fingerprint fp (0: none), which travels with the URL when the cluster
 // lends it to another member.
 func (n *Node) RedirectsOf(fp uint64) int {
-	if n.hard == nil {
+	hd := n.hard.Load()
+	if hd == nil {
 		return 0
 	}
-	if h, ok := n.hard.redirects.Get(fp); ok {
+	if h, ok := hd.redirects.Get(fp); ok {
 		return int(h)
 	}
 	return 0

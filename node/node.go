@@ -86,9 +86,12 @@ type Node struct {
 	gates     *unitGates     // politeness.key domain: one request at a time per unit on this node (nil: host)
 	hostCap   *fetch.HostCap // scope.max_hosts_per_domain
 	capLog    sync.Once      // the first refusal by hostCap is logged
-	hard      *hardening     // redirect chain lengths (hardening.go)
 	ctl       *control       // pause, resume and the crawl budget (control.go)
 	disk      *diskGuard     // pauses the node while its data directory is short of space (storage.go)
+
+	// hard is the memory of redirect chain lengths (hardening.go): set in
+	// New, where the cluster layer, receiving already, may read it.
+	hard atomic.Pointer[hardening]
 	// storageHold is the cluster's phase clock when it can hold this
 	// member off its phase while the disk guard pauses it (nil alone).
 	storageHold storageHolder
@@ -324,9 +327,15 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if n.out, err = openOutput(cfg, n.log); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.front.SetBeforeCommit(n.out.flush)
 	n.out.onLog = n.rep.logged
 	n.takeCluster(cl)
+	// Before each commit: the pages' WARC records and log lines reach
+	// their files, and the links they hold for other members their
+	// outbox (LocalSplitter.FileForeign); each page's Durable asks both.
+	n.front.SetBeforeCommit(func() {
+		n.out.flush()
+		n.split.Sync()
+	})
 	n.m = NewMetrics(n.frontierStates, n.bucketStates)
 	n.disk = newDiskGuard(n)
 	n.out.failed = func(what string) { n.storageFailed(what, nil) }

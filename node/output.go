@@ -216,6 +216,18 @@ func durable(tickets []*archive.Ticket) func() bool {
 	}
 }
 
+// both is the frontier.Result.Durable of a page whose records a and
+// outbox write b (each nil when there is none) must both be durable.
+func both(a, b func() bool) func() bool {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func() bool { return a() && b() }
+}
+
 // close flushes and closes the WARC writer, then the crawl log.
 func (o *output) close() {
 	if o.warc != nil {

@@ -610,7 +610,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.stallHeld(&res, &entry)
 		return
 	}
-	if !it.Guest && rv == nil && resp.Status >= 200 && resp.Status < 300 {
+	if rv == nil && resp.Status >= 200 && resp.Status < 300 {
 		// A page to archive and parse: done while the next request runs.
 		t.outcomeHead(resp, &res, &entry)
 		res.Reason, entry.Reason = "ok", "ok"
@@ -626,11 +626,13 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 // request does (the connection stays busy): in order, archiving its
 // exchange, extracting its links (into sub, a hostTrip of its own), its
 // crawl log line, then its frontier write (the links owned elsewhere
-// routed first), as keep and settlePage do for the other pages. The trip
-// starts one at a time and joins it (joinPage) before it records anything
-// else, so pages are recorded in order, each after its WARC records and
-// log line, and a crash loses at most the pages whose write was not
-// committed, as before.
+// queued for the outbox first, LocalSplitter.FileForeign: the write
+// records the page as fetched only once they are durable), as keep and
+// settlePage do for the other pages. A lent page (a guest) is archived and
+// parsed so too, then recorded by recordGuest. The trip starts one at a
+// time and joins it (joinPage) before it records anything else, so pages
+// are recorded in order, each after its WARC records and log line, and a
+// crash loses at most the pages whose write was not committed, as before.
 type pageWork struct {
 	it    bucket.Item
 	resp  *fetch.Response
@@ -640,6 +642,7 @@ type pageWork struct {
 	sub   hostTrip
 	room  int               // URLs of the host its write may take for the trip
 	p     *frontier.Pending // its write; nil when the links could not be routed
+	guest *pendingGuest     // a guest's recording (it.Guest), started by joinPage
 	done  chan struct{}
 }
 
@@ -654,10 +657,16 @@ func (t *hostTrip) startPage(w *pageWork) {
 		t.joinPage()
 		return
 	}
-	t.prepare(w.it, &w.res)
-	w.sub.done, t.done = t.done, nil
-	w.room = t.list.takingRoom(t.down == "")
-	t.list.reserved += w.room
+	if w.it.Guest {
+		// Another member's URL: its outcome and links are recorded by
+		// recordGuest once the page is parsed (newGuest, startGuest).
+		w.res.Delay = t.delay
+	} else {
+		t.prepare(w.it, &w.res)
+		w.sub.done, t.done = t.done, nil
+		w.room = t.list.takingRoom(t.down == "")
+		t.list.reserved += w.room
+	}
 	w.done = make(chan struct{})
 	t.page = w
 	go func() {
@@ -668,12 +677,19 @@ func (t *hostTrip) startPage(w *pageWork) {
 		// (its next fetch may be waiting for that share).
 		w.resp.Release()
 		n := t.n
-		w.res.Durable = durable(append(w.sub.tickets, n.out.writeLog(w.entry)))
-		local, err := n.split.RouteForeign(n.persistCtx, w.sub.unsent(w.sub.found))
+		if w.it.Guest {
+			if n.lender != nil {
+				w.guest = n.newGuest(w.it, w.res, w.entry, w.sub.found, w.sub.tickets)
+			}
+			return
+		}
+		rec := durable(append(w.sub.tickets, n.out.writeLog(w.entry)))
+		local, filed, err := n.split.FileForeign(n.persistCtx, w.sub.unsent(w.sub.found))
 		if err != nil {
 			n.log.Error("route discovered URLs", "error", err, "urls", len(w.sub.found))
 			return // joinPage hands the page and its links to commit
 		}
+		w.res.Durable = both(rec, filed)
 		w.p = n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: []frontier.Result{w.res}, Take: &frontier.Take{Host: w.sub.host, Room: w.room}})
 	}()
 }
@@ -702,6 +718,15 @@ func (t *hostTrip) joinPage() {
 	}
 	<-w.done
 	w.resp.Release()
+	if w.it.Guest {
+		if w.guest == nil { // no Lender: not lent after all
+			t.collectGuests()
+			t.n.giveBack(t.n.guests.release([]uint64{w.it.FP}))
+			return
+		}
+		t.startGuest(w.guest)
+		return
+	}
 	if w.p == nil {
 		t.failed = true
 		t.list.reserved -= w.room
@@ -962,16 +987,18 @@ func (t *hostTrip) archive(resp *fetch.Response) {
 }
 
 // settlePage records the page just finished (the last of t.results) with
-// the links found on it: the links owned elsewhere go to their owners'
-// outboxes first (durably), then one asynchronous frontier write adds the
-// local links and records the result, so a crash can lose a fetch but
-// never a discovered URL.
+// the links found on it: the links owned elsewhere are queued for their
+// owners' outboxes first (FileForeign), then one asynchronous frontier
+// write adds the local links and records the result, which it keeps as
+// fetched only once that outbox write is durable (the frontier's
+// before-commit hook waits for it; Result.Durable asks it), so a crash
+// or a failed write can lose a fetch but never a discovered URL.
 func (t *hostTrip) settlePage() {
 	if t.failed {
 		return // recorded by commit at the end of the trip
 	}
 	n := t.n
-	local, err := n.split.RouteForeign(n.persistCtx, t.unsent(t.found))
+	local, filed, err := n.split.FileForeign(n.persistCtx, t.unsent(t.found))
 	if err != nil {
 		// Keep the page and its links for commit, which tries again.
 		n.log.Error("route discovered URLs", "error", err, "urls", len(t.found))
@@ -979,6 +1006,7 @@ func (t *hostTrip) settlePage() {
 		return
 	}
 	res := t.results[len(t.results)-1:]
+	res[0].Durable = both(res[0].Durable, filed)
 	room := t.list.takingRoom(t.down == "" && !t.failed)
 	t.list.reserved += room
 	p := n.front.Settle(n.persistCtx, frontier.SettleRequest{Found: local, Results: res, Take: &frontier.Take{Host: t.host, Room: room}})
@@ -1102,13 +1130,14 @@ func (t *hostTrip) settled(s *settling, added int, err error) {
 }
 
 // replicate sends the URLs of completed pages whose records are committed
-// to the node that keeps their second copy (cluster). A failure only costs a
-// page crawled again should this node fail: it is logged, not retried.
+// to the node that keeps their second copy (cluster), without waiting for
+// the write (Replicator.QueueReplicas). A failure only costs a page
+// crawled again should this node fail: it is logged, not retried.
 func (t *hostTrip) replicate(done []frontier.NewURL) {
 	if len(done) == 0 {
 		return
 	}
-	if err := t.n.repl.Replicate(t.n.persistCtx, done); err != nil {
+	if err := t.n.repl.QueueReplicas(t.n.persistCtx, done); err != nil {
 		t.n.log.Warn("replicate completed URLs", "error", err, "urls", len(done))
 	}
 }

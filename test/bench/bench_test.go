@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(ChildEnv); spec != "" {
 		os.Exit(runChild(spec))
 	}
+	if spec := os.Getenv(MemberEnv); spec != "" {
+		os.Exit(runMember(spec))
+	}
 	os.Exit(m.Run())
 }
 

@@ -26,7 +26,7 @@ type Config struct {
 	NoLend bool
 
 	Workers       int           // fetch workers per node; default 256 (workers)
-	Delay         time.Duration // politeness delay per host; default 1s (delay)
+	Delay         time.Duration // politeness delay per host; default 1s (delay); negative = 0
 	Bucket        bucket.Config // default bucket.DefaultConfig()
 	PhaseDuration time.Duration // default 30s (cluster.phase_duration)
 	Guard         time.Duration // default min(5s, phase_duration/4); the node's auto cluster.guard is min(1s, phase_duration/4) (--guard 1s)
@@ -69,6 +69,8 @@ func (c *Config) fill() error {
 	}
 	if c.Delay == 0 {
 		c.Delay = time.Second
+	} else if c.Delay < 0 {
+		c.Delay = 0 // --delay 0
 	}
 	if c.Bucket.Columns == 0 {
 		c.Bucket = bucket.DefaultConfig()

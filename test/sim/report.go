@@ -89,3 +89,20 @@ func Write(w io.Writer, reps []SizeReport) {
 		fmt.Fprintf(w, "| %d | %s | %s |\n", r.Nodes, cell(r.Loss), cell(r.Partition))
 	}
 }
+
+// WriteBigHost prints, for a web with a big host (WebConfig.BigHost),
+// when one node alone and each cluster size fetched the big host's last
+// page and the web's, as Markdown.
+func WriteBigHost(w io.Writer, web *Web, solo *Result, reps []SizeReport) {
+	fmt.Fprintf(w, "| nodes | big host: pages fetched (of %d) | its last page at | its pages/s | ÷ one node's | last page of the web at | requests cut at the deadline | phase swaps |\n|---|---|---|---|---|---|---|---|\n", web.PagesOf(0))
+	row := func(name string, r *Result) {
+		rate := float64(r.Host0Fetched) / max(r.Host0Last.Seconds(), 1e-9)
+		soloRate := float64(solo.Host0Fetched) / max(solo.Host0Last.Seconds(), 1e-9)
+		fmt.Fprintf(w, "| %s | %d | %.1fs | %.0f | %.2f | %.1fs | %d | %d |\n", name, r.Host0Fetched, r.Host0Last.Seconds(), rate, rate/soloRate,
+			r.LastFetch.Seconds(), r.Cut, r.Swaps)
+	}
+	row("1 (alone)", solo)
+	for _, r := range reps {
+		row(fmt.Sprint(r.Nodes), r.Base)
+	}
+}

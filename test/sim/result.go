@@ -19,20 +19,25 @@ type Result struct {
 	NPhase     int           // phases at the start
 	Phase      time.Duration // cluster.phase_duration
 
-	Fetched    int64   // pages fetched
-	Bins       []int64 // pages fetched in each virtual second
-	PerNode    []int64 // pages fetched by each node
-	Discovered int64   // pages known (in the frontier at the start, or found)
-	EndPending int64   // known pages not fetched at the end of the run (Unfetched)
-	EndLent    int64   // of those, lent at the end (LentNow)
-	Refound    int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
-	Links      int64   // links followed
-	Duplicates int64   // links to known pages (deduplicated by the owner)
-	Forwarded  int64   // URLs sent to another member (link entries)
-	Messages   int64   // exchange batches sent
-	Entries    int64   // exchange entries sent: links, lends, outcomes, give-backs
-	Cut        int64   // requests cut by the phase deadline (the page is requeued)
-	Swaps      int64   // phase swaps, all nodes
+	Fetched   int64         // pages fetched
+	Bins      []int64       // pages fetched in each virtual second
+	LastFetch time.Duration // virtual time of the last page fetched
+	// Host0Fetched and Host0Last are the pages of host 0 fetched and the
+	// virtual time of its last (WebConfig.BigHost: the big host).
+	Host0Fetched int64
+	Host0Last    time.Duration
+	PerNode      []int64 // pages fetched by each node
+	Discovered   int64   // pages known (in the frontier at the start, or found)
+	EndPending   int64   // known pages not fetched at the end of the run (Unfetched)
+	EndLent      int64   // of those, lent at the end (LentNow)
+	Refound      int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
+	Links        int64   // links followed
+	Duplicates   int64   // links to known pages (deduplicated by the owner)
+	Forwarded    int64   // URLs sent to another member (link entries)
+	Messages     int64   // exchange batches sent
+	Entries      int64   // exchange entries sent: links, lends, outcomes, give-backs
+	Cut          int64   // requests cut by the phase deadline (the page is requeued)
+	Swaps        int64   // phase swaps, all nodes
 
 	// Lending (Config.NoLend false).
 	Lent        int64 // URLs lent (lend entries)

@@ -713,6 +713,11 @@ func (s *Sim) reqEnd(tr *trip) {
 			n.fetched++
 			s.res.Fetched++
 			s.res.Bins[s.t/int64(time.Second)]++
+			s.res.LastFetch = time.Duration(s.t)
+			if h == 0 {
+				s.res.Host0Fetched++
+				s.res.Host0Last = time.Duration(s.t)
+			}
 		}
 		s.links(n, h, int(g-s.web.Off[h]))
 		if it.Guest {

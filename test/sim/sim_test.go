@@ -346,3 +346,32 @@ func exchangeMin(n int) (x cluster.ExchangeConfig) {
 	x.MinBatch = n
 	return x
 }
+
+// TestBigHost: a web dominated by one host (WebConfig.BigHost, a site
+// next door, delay 0) is crawled by three members as by one node alone:
+// only the member whose phase holds the host may fetch it, and lending
+// gives it every owner's URLs of the host, so the host goes at the pace of
+// its one connection; what the cluster loses is the guard of each phase
+// swap the crawl crosses.
+func TestBigHost(t *testing.T) {
+	w, err := NewWeb(WebConfig{Hosts: 30, MeanPage: 5, BigHost: 12000, BigLatency: 2 * time.Millisecond, Known: -1}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, solo := run(t, Config{Nodes: 1, Solo: true, Delay: -1, Duration: 2 * time.Minute, Guard: time.Second}, w)
+	s, three := run(t, Config{Nodes: 3, Delay: -1, Duration: 2 * time.Minute, Guard: time.Second}, w)
+	conserved(t, s, three)
+	for _, r := range []*Result{solo, three} {
+		if r.Host0Fetched != int64(w.PagesOf(0)) || r.Fetched != w.Pages() {
+			t.Fatalf("%d node(s): %d of the big host's %d pages, %d of the web's %d", r.Nodes, r.Host0Fetched, w.PagesOf(0), r.Fetched, w.Pages())
+		}
+	}
+	// Crossing one swap (the crawl takes about a phase) costs the guard.
+	if solo.Host0Last < 25*time.Second || three.Host0Last > solo.Host0Last+2*time.Second {
+		t.Errorf("the big host's last page at %s alone, %s with three members (want at most 2s later, one guard)", solo.Host0Last, three.Host0Last)
+	}
+	if three.LentFetched < int64(w.PagesOf(0))/2 {
+		t.Errorf("%d lent pages fetched, want most of the big host's (its URLs are owned by the three members)", three.LentFetched)
+	}
+	t.Logf("big host of %d pages: last page at %s alone, %s with three members (%d lent pages fetched)", w.PagesOf(0), solo.Host0Last, three.Host0Last, three.LentFetched)
+}

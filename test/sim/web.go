@@ -40,6 +40,12 @@ type WebConfig struct {
 	// SlowFraction of hosts answer in about SlowMedian. Default 0.02, 2s.
 	SlowFraction float64
 	SlowMedian   time.Duration
+	// BigHost, when not 0, gives host 0 that many pages (the others keep
+	// their Zipf counts): a web dominated by one large site, such as a
+	// documentation tree served from one host. It answers in about
+	// BigLatency (default 1ms, a site next door).
+	BigHost    int
+	BigLatency time.Duration
 }
 
 func (c *WebConfig) fill() error {
@@ -64,6 +70,9 @@ func (c *WebConfig) fill() error {
 	if c.SlowMedian == 0 {
 		c.SlowMedian = 2 * time.Second
 	}
+	if c.BigHost > 0 && c.BigLatency == 0 {
+		c.BigLatency = time.Millisecond
+	}
 	switch {
 	case c.Hosts < 1 || c.Hosts > 1<<26:
 		return fmt.Errorf("sim: hosts=%d: must be in 1..%d", c.Hosts, 1<<26)
@@ -79,6 +88,10 @@ func (c *WebConfig) fill() error {
 		return fmt.Errorf("sim: cross=%d: must be in 0..100", c.Cross)
 	case c.SlowFraction < 0 || c.SlowFraction > 1:
 		return fmt.Errorf("sim: slow_fraction=%g: must be in 0..1", c.SlowFraction)
+	case c.BigHost < 0 || c.BigHost > 10_000_000:
+		return fmt.Errorf("sim: big_host=%d: must be in 0..10000000", c.BigHost)
+	case c.BigLatency < 0 || c.BigLatency > time.Minute:
+		return fmt.Errorf("sim: big_latency=%s: must be in 0..1m", c.BigLatency)
 	}
 	return nil
 }
@@ -115,6 +128,9 @@ func NewWeb(cfg WebConfig, seed uint64) (*Web, error) {
 		n := int64(math.Round(cfg.MeanPage * float64(h) * math.Pow(float64(r), -cfg.Zipf) / norm))
 		count[perm[r-1]] = max(n, 1)
 	}
+	if cfg.BigHost > 0 {
+		count[0] = int64(cfg.BigHost)
+	}
 	for i := range h {
 		w.Off[i+1] = w.Off[i] + count[i]
 		w.Names[i] = HostName(i)
@@ -124,6 +140,9 @@ func NewWeb(cfg WebConfig, seed uint64) (*Web, error) {
 			m = float64(cfg.SlowMedian)
 		}
 		w.median[i] = float32(m * math.Exp(0.5*rng.NormFloat64()))
+	}
+	if cfg.BigHost > 0 {
+		w.median[0] = float32(cfg.BigLatency)
 	}
 	w.order = make([]int32, h)
 	for i := range w.order {

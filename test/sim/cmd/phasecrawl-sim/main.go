@@ -35,6 +35,10 @@ func run(args []string) error {
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
 	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(1s, phase_duration/4))")
 	batchDelay := fs.Duration("batch-delay", 0, "cluster.batch_delay (0: the default, cluster.DefaultExchangeConfig)")
+	bigHost := fs.Int("big-host", 0, "pages of one more host, host 0, answering in about --big-latency (0: none): a web dominated by one large site")
+	bigLatency := fs.Duration("big-latency", time.Millisecond, "median response time of the --big-host host")
+	delay := fs.Duration("delay", time.Second, "politeness delay per host (0: none)")
+	known := fs.Float64("known", 0.5, "fraction of each host's pages known at the start (0: only its first page)")
 	lend := fs.Bool("lend", true, "cluster.lend: owners lend the URLs waiting for their host's phase to the member working on it (--lend=false: each node fetches only the URLs it owns)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -43,12 +47,20 @@ func run(args []string) error {
 		return fmt.Errorf("--batch-delay=%s: must be >= 0", *batchDelay)
 	}
 	exch := cluster.ExchangeConfig{MaxDelay: *batchDelay}
-	web, err := sim.NewWeb(sim.WebConfig{Hosts: *hosts, MeanPage: *mean, Zipf: *zipf}, *seed)
+	kn := *known
+	if kn == 0 {
+		kn = -1 // WebConfig: negative, only page 0 of every host
+	}
+	web, err := sim.NewWeb(sim.WebConfig{Hosts: *hosts, MeanPage: *mean, Zipf: *zipf, BigHost: *bigHost, BigLatency: *bigLatency, Known: kn}, *seed)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	log.Info("web", "hosts", web.Hosts(), "pages", web.Pages(), "biggest", web.PagesOf(int(web.Biggest(1)[0])))
+	d := *delay
+	if d == 0 {
+		d = -1 // Config: negative, no delay
+	}
 	runOne := func(cfg sim.Config) (*sim.Result, error) {
 		start := time.Now()
 		s, err := sim.New(cfg, web)
@@ -65,7 +77,7 @@ func run(args []string) error {
 			"fetched", r.Fetched, "lent", r.Lent, "events", r.Events, "cpu_wall", time.Since(start).Round(time.Millisecond))
 		return r, nil
 	}
-	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch})
+	solo, err := runOne(sim.Config{Nodes: 1, Solo: true, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, Delay: d})
 	if err != nil {
 		return err
 	}
@@ -76,18 +88,18 @@ func run(args []string) error {
 			return fmt.Errorf("--nodes: %q: %w", f, err)
 		}
 		rep := sim.SizeReport{Nodes: n, Solo: solo.PerNodeRate()}
-		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend}); err != nil {
+		if rep.Base, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Delay: d}); err != nil {
 			return err
 		}
 		stride := max(web.Pages()/1_000_000, 1)
 		rep.Own = sim.RingStats(web, n, stride)
 		if *scen {
-			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
+			if rep.Loss, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Delay: d, Loss: &sim.Loss{At: 30 * time.Second, Node: 0}}); err != nil {
 				return err
 			}
 			rep.PartitionOf = max(1, n/10)
 			p := &sim.Partition{At: 30 * time.Second, For: 130 * time.Second, Minority: rep.PartitionOf}
-			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Partition: p}); err != nil {
+			if rep.Partition, err = runOne(sim.Config{Nodes: n, Seed: *seed, Duration: *dur, Guard: *guard, Exchange: exch, NoLend: !*lend, Delay: d, Partition: p}); err != nil {
 				return err
 			}
 		}
@@ -102,6 +114,10 @@ func run(args []string) error {
 		bd = cluster.DefaultExchangeConfig().MaxDelay
 	}
 	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d, lending %s, batch delay %s\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed, lending, bd)
+	if *bigHost > 0 {
+		sim.WriteBigHost(os.Stdout, web, solo, reps)
+		return nil
+	}
 	sim.Write(os.Stdout, reps)
 	return nil
 }

@@ -1,0 +1,241 @@
+package cluster_test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/phasecrawl/phasecrawl/test/harness"
+)
+
+// rustDocRoot is where Debian's rust-doc package puts the Rust book and
+// the std/core API documentation.
+const rustDocRoot = "/usr/share/doc/rust-doc/html"
+
+// needCorpus returns nginx's path and the rust-doc corpus, or fails the
+// test (under CI=true: .ci/run installs both) or skips it (elsewhere).
+func needCorpus(t *testing.T) (nginx, root string) {
+	t.Helper()
+	bin, ok := harness.NginxBinary()
+	_, err := os.Stat(filepath.Join(rustDocRoot, "index.html"))
+	if ok && err == nil {
+		return bin, rustDocRoot
+	}
+	why := fmt.Sprintf("nginx found: %v, %s/index.html: %v", ok, rustDocRoot, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("the rust-doc corpus test needs the Debian packages nginx and rust-doc (.ci/run installs them): %s", why)
+	}
+	t.Skipf("needs the Debian packages nginx and rust-doc (apt-get install nginx rust-doc; under CI=true this fails): %s", why)
+	return "", ""
+}
+
+// corpusCrawl is one crawl of the corpus: the members' processes started
+// together, from their start to the last page the server answered.
+type corpusCrawl struct {
+	members   int
+	start     time.Time      // the first process started
+	first     time.Time      // the server logged the first request
+	last      time.Time      // the server logged the last request
+	pages     map[string]int // URI -> requests (robots.txt aside)
+	robots    int            // requests of /robots.txt
+	perMember []int          // pages each member logged in its crawl log
+}
+
+// total is the crawl's time, start-up included.
+func (c corpusCrawl) total() time.Duration { return c.last.Sub(c.start) }
+
+// crawling is the crawl's time from its first request to its last.
+func (c corpusCrawl) crawling() time.Duration { return c.last.Sub(c.first) }
+
+func (c corpusCrawl) String() string {
+	return fmt.Sprintf("%d member(s): %d pages in %.2fs from the start (%.2fs to the first request), %.0f pages/s while crawling (%.2fs); pages per member %v",
+		c.members, len(c.pages), c.total().Seconds(), c.first.Sub(c.start).Seconds(), float64(len(c.pages))/c.crawling().Seconds(), c.crawling().Seconds(), c.perMember)
+}
+
+// crawlCorpus starts n members (a node alone when n is 1) with the
+// shipped settings, --delay 0 and the corpus's index page as their seed,
+// all at once (each but the first joining the first's gossip address),
+// with --exit-when-done, and waits until every one exited.
+func crawlCorpus(t *testing.T, ng *harness.Nginx, n int) corpusCrawl {
+	t.Helper()
+	if err := ng.Truncate(); err != nil {
+		t.Fatal(err)
+	}
+	bin := phasecrawlBin(t)
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "cluster.key")
+	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seed := "http://" + ng.Addr + "/index.html"
+	type member struct {
+		name, data, log string
+		done            chan struct{}
+		err             error
+	}
+	var gossip0 string
+	ms := make([]*member, n)
+	var args [][]string
+	for i := range n {
+		ip := fmt.Sprintf("127.0.0.%d", i+1)
+		m := &member{name: fmt.Sprintf("node%d", i), data: filepath.Join(dir, fmt.Sprintf("node%d", i)), log: filepath.Join(dir, fmt.Sprintf("node%d.log", i))}
+		ms[i] = m
+		a := []string{"run", "--name", m.name, "--data", m.data, "--http", net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(t, ip))),
+			"--allow-private", "--delay", "0", "--seed", seed, "--exit-when-done", "--log-format", "json"}
+		if n > 1 {
+			gossip := net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(t, ip)))
+			a = append(a, "--gossip", gossip, "--exchange", net.JoinHostPort(ip, strconv.Itoa(harness.FreePort(t, ip))), "--cluster-key-file", keyFile)
+			if i == 0 {
+				gossip0 = gossip
+			} else {
+				a = append(a, "--join", gossip0)
+			}
+		}
+		args = append(args, a)
+	}
+	c := corpusCrawl{members: n, start: time.Now()}
+	for i, m := range ms {
+		cmd := exec.Command(bin, args[i]...)
+		// The shipped settings, but for the crawl's end: done once the
+		// crawl has stayed done for a second (not the default 5 s).
+		cmd.Env = harness.NodeEnv("PHASECRAWL_DONE_GRACE=1s")
+		done, err := harness.StartLogged(cmd, m.log, "", func(err error) { m.err = err })
+		if err != nil {
+			t.Fatalf("start %s: %v", m.name, err)
+		}
+		m.done = done
+		t.Cleanup(func() {
+			if !harness.Closed(done) {
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	deadline := time.After(10 * time.Minute)
+	for _, m := range ms {
+		select {
+		case <-m.done:
+		case <-deadline:
+			t.Fatalf("%s has not exited within 10 minutes: %s", m.name, harness.LogTail(m.log, 20))
+		}
+		if m.err != nil {
+			t.Fatalf("%s exited: %v\n%s", m.name, m.err, harness.LogTail(m.log, 20))
+		}
+	}
+	visits, err := ng.Visits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(visits) == 0 {
+		t.Fatalf("%d member(s): the server logged no request", n)
+	}
+	c.pages = map[string]int{}
+	c.first, c.last = visits[0].At, visits[0].At
+	for _, v := range visits {
+		if v.At.Before(c.first) {
+			c.first = v.At
+		}
+		if v.At.After(c.last) {
+			c.last = v.At
+		}
+		if v.URI == "/robots.txt" {
+			c.robots++
+			continue
+		}
+		c.pages[v.URI]++
+	}
+	for _, m := range ms {
+		b, err := os.ReadFile(filepath.Join(m.data, "crawl.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.perMember = append(c.perMember, strings.Count(string(b), "\n"))
+	}
+	return c
+}
+
+// TestProcCorpusRustDoc: Debian's rust-doc (the Rust book and the std and
+// core API documentation: over 20,000 HTML pages reachable from its
+// index, many of them rustdoc's redirect pages, all on one host), served
+// by a real nginx on a loopback address, crawled with --delay 0 by one
+// node and by three members started together. Each crawl fetches every
+// page exactly once, the same pages; and three members take at most 1.5
+// times one node's time, start-up included: a cluster on one big site
+// (which one member at a time may crawl, the one whose phase holds the
+// host) is about as fast as one node. The machine is shared (go test runs
+// packages side by side), so each is crawled twice, alternating, and the
+// better time of each is compared; every crawl's figures are logged.
+func TestProcCorpusRustDoc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process corpus crawl in -short mode")
+	}
+	bin, root := needCorpus(t)
+	ng := harness.StartNginx(t, bin, root, "127.0.0.10")
+	var alone, three []corpusCrawl
+	for range 2 {
+		alone = append(alone, crawlCorpus(t, ng, 1))
+		t.Logf("%v", alone[len(alone)-1])
+		three = append(three, crawlCorpus(t, ng, 3))
+		t.Logf("%v", three[len(three)-1])
+	}
+	ref := alone[0].pages
+	if len(ref) < 20000 {
+		t.Fatalf("one node fetched %d pages of the corpus, want over 20,000 (is %s the whole rust-doc?)", len(ref), root)
+	}
+	for _, c := range slices.Concat(alone, three) {
+		var twice, missing, extra []string
+		for u, k := range c.pages {
+			if k > 1 {
+				twice = append(twice, fmt.Sprintf("%s (%d times)", u, k))
+			}
+			if ref[u] == 0 {
+				extra = append(extra, u)
+			}
+		}
+		for u := range ref {
+			if c.pages[u] == 0 {
+				missing = append(missing, u)
+			}
+		}
+		for _, l := range []struct {
+			what string
+			us   []string
+		}{{"fetched more than once", twice}, {"missing (fetched by one node)", missing}, {"not fetched by one node", extra}} {
+			if len(l.us) > 0 {
+				slices.Sort(l.us)
+				t.Errorf("%d member(s): %d pages %s: %s", c.members, len(l.us), l.what, strings.Join(l.us[:min(len(l.us), 10)], ", "))
+			}
+		}
+		if c.robots > c.members {
+			t.Errorf("%d member(s): robots.txt requested %d times, want at most once per member", c.members, c.robots)
+		}
+		sum := 0
+		for _, k := range c.perMember {
+			sum += k
+		}
+		if sum != len(c.pages) {
+			t.Errorf("%d member(s): the crawl logs hold %d pages, the server served %d", c.members, sum, len(c.pages))
+		}
+	}
+	best := func(cs []corpusCrawl, d func(corpusCrawl) time.Duration) time.Duration {
+		b := d(cs[0])
+		for _, c := range cs[1:] {
+			b = min(b, d(c))
+		}
+		return b
+	}
+	one, cl := best(alone, corpusCrawl.total), best(three, corpusCrawl.total)
+	oneC, clC := best(alone, corpusCrawl.crawling), best(three, corpusCrawl.crawling)
+	t.Logf("best times: one node %.2fs, three members %.2fs (%.2f×); from the first request to the last: %.2fs and %.2fs (%.2f×)",
+		one.Seconds(), cl.Seconds(), cl.Seconds()/one.Seconds(), oneC.Seconds(), clC.Seconds(), clC.Seconds()/oneC.Seconds())
+	if cl.Seconds() > 1.5*one.Seconds() {
+		t.Errorf("three members took %.2fs, %.2f× one node's %.2fs, want at most 1.5× (start-up included)", cl.Seconds(), cl.Seconds()/one.Seconds(), one.Seconds())
+	}
+}
