@@ -279,6 +279,8 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 		return
 	}
 	res.Delay = t.delay
+	t.collectGuests()
+	n.recording <- struct{}{} // a slot of the node's: released once recorded
 	t.startGuest(n.newGuest(it, res, entry, found, tickets))
 }
 
@@ -298,19 +300,19 @@ func (n *Node) newGuest(it bucket.Item, res frontier.Result, entry archive.LogEn
 }
 
 // startGuest records g while the trip goes on (recordGuest, in a
-// goroutine of its own): the trip waits for it only before it ends
-// (joinGuests), or when the node records as many guests as it has workers
-// (Node.recording). Those writes are group-committed with every other
-// trip's, so a host whose URLs are mostly lent is fetched at the pace of
-// its requests, not of a durable write per page; and a crash loses at
-// most two outcomes per worker: the request in flight and one being
-// recorded, on average (their owners' marks expire and the URLs are
-// fetched again).
+// goroutine of its own), in a slot of Node.recording the caller took
+// before the guest's page was handled: the trip waits for it only before
+// it ends (joinGuests), or when the node handles as many guests' pages as
+// it has workers (taking a slot). Those writes are group-committed with
+// every other trip's, so a host whose URLs are mostly lent is fetched at
+// the pace of its requests, not of a durable write per page; and a crash
+// loses at most two outcomes per worker: the request in flight and one
+// being handled or recorded, on average (their owners' marks expire and
+// the URLs are fetched again).
 func (t *hostTrip) startGuest(g *pendingGuest) {
 	n := t.n
 	t.collectGuests()
 	t.guests = append(t.guests, g)
-	n.recording <- struct{}{} // a slot of the node's: released once recorded
 	go func() {
 		defer close(g.done)
 		defer func() { <-n.recording }()

@@ -111,8 +111,8 @@ type Node struct {
 	// schedDone is closed once the scheduler has stopped and answered
 	// every refill it took: a trip waiting for an answer stops waiting.
 	schedDone chan struct{}
-	// recording holds a token per guest being recorded (guest.go), at
-	// most one per worker.
+	// recording holds a token per guest whose page is being handled or
+	// recorded (guest.go), at most one per worker.
 	recording chan struct{}
 	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
 	// inactive: the hosts it serves (deadlane.go).

@@ -659,8 +659,12 @@ func (t *hostTrip) startPage(w *pageWork) {
 	}
 	if w.it.Guest {
 		// Another member's URL: its outcome and links are recorded by
-		// recordGuest once the page is parsed (newGuest, startGuest).
+		// recordGuest once the page is parsed (newGuest, startGuest), in
+		// a slot of the node's taken now, so that the guests' pages
+		// handled or recorded at once stay within one per worker.
 		w.res.Delay = t.delay
+		t.collectGuests()
+		t.n.recording <- struct{}{}
 	} else {
 		t.prepare(w.it, &w.res)
 		w.sub.done, t.done = t.done, nil
@@ -720,6 +724,7 @@ func (t *hostTrip) joinPage() {
 	w.resp.Release()
 	if w.it.Guest {
 		if w.guest == nil { // no Lender: not lent after all
+			<-t.n.recording
 			t.collectGuests()
 			t.n.giveBack(t.n.guests.release([]uint64{w.it.FP}))
 			return
