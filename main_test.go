@@ -10,11 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cli"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
@@ -46,31 +48,26 @@ func TestBinary(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t, "127.0.0.1"))
 	data := filepath.Join(dir, "data")
 
-	start := func() (*exec.Cmd, *bytes.Buffer) {
-		var logs bytes.Buffer
+	start := func() (*exec.Cmd, *syncBuffer) {
+		var logs syncBuffer
 		cmd := exec.Command(bin, "run", "--data", data, "--http", addr, "--allow-private", "--delay", "1ms", "--log-format", "json")
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		proc := cmd.Process
+		t.Cleanup(func() { _ = proc.Kill() }) // a failed wait leaves it running
+		wait.For(t, 20*time.Second, "node ready", func() (bool, string) {
 			resp, err := http.Get("http://" + addr + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					break
-				}
+			if err != nil {
+				return false, err.Error() + "\n" + logs.String()
 			}
-			if time.Now().After(deadline) {
-				_ = cmd.Process.Kill()
-				t.Fatalf("node not ready: %s", logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			resp.Body.Close()
+			return resp.StatusCode == 200, fmt.Sprintf("/readyz %d\n%s", resp.StatusCode, logs.String())
+		})
 		return cmd, &logs
 	}
-	stop := func(cmd *exec.Cmd, logs *bytes.Buffer) {
+	stop := func(cmd *exec.Cmd, logs *syncBuffer) {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -98,9 +95,8 @@ func TestBinary(t *testing.T) {
 	if !strings.Contains(out.String(), "2 given, 1 new") || !strings.Contains(out.String(), "line 2") {
 		t.Errorf("seed output = %q", out.String())
 	}
-	var st node.Status
-	deadline := time.Now().Add(20 * time.Second)
-	for st.Frontier.Completed < 3 {
+	wait.For(t, 20*time.Second, "crawl complete: 3 pages", func() (bool, string) {
+		var st node.Status
 		out.Reset()
 		if code := cli.Run([]string{"status", "--node", addr, "--json"}, nil, &out, &errOut); code != 0 {
 			t.Fatalf("status: exit %d: %s", code, errOut.String())
@@ -108,11 +104,8 @@ func TestBinary(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &st); err != nil {
 			t.Fatalf("status JSON: %v: %s", err, out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("crawl did not complete: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st.Frontier.Completed >= 3, fmt.Sprintf("%+v", st)
+	})
 	out.Reset()
 	if code := cli.Run([]string{"status", "--node", addr}, nil, &out, &errOut); code != 0 || !strings.Contains(out.String(), "completed 3") {
 		t.Errorf("status text (exit %d): %s", code, out.String())
@@ -159,4 +152,22 @@ func TestLinksNoTestPackage(t *testing.T) {
 	if ours < 10 || !strings.Contains(string(out), mod+"/demo/synthweb\n") {
 		t.Fatalf("go list -deps names %d of the module's packages, without demo/synthweb: %s", ours, out)
 	}
+}
+
+// syncBuffer is a process's output, read while the process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

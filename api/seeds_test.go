@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // TestSeedBatches: a body is routed in batches of seedBatch, bad lines are
@@ -196,7 +196,7 @@ func FuzzReadSeeds(f *testing.F) {
 }
 
 // FuzzSeedsHandler posts arbitrary bodies to POST /v1/seeds of a node that
-// refuses what fetch.Normalize refuses: never a panic or a 500, always a JSON
+// refuses what urlscope.Normalize refuses: never a panic or a 500, always a JSON
 // answer whose counts add up.
 func FuzzSeedsHandler(f *testing.F) {
 	f.Add([]byte("http://a.example/\nhttp://b.example/x\nftp://c/\n"))
@@ -206,7 +206,7 @@ func FuzzSeedsHandler(f *testing.F) {
 	f.Add([]byte(strings.Repeat("http://a.example/", 5000)))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		n := &fakeNode{refuse: func(raw string) string {
-			if _, err := fetch.Normalize(strings.TrimSpace(raw)); err != nil {
+			if _, err := urlscope.Normalize(strings.TrimSpace(raw)); err != nil {
 				return err.Error()
 			}
 			return ""

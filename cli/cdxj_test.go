@@ -23,7 +23,7 @@ func TestCmdCDXJ(t *testing.T) {
 	}
 	for _, u := range []string{"http://b.example/2", "http://a.example/1"} {
 		head := archive.HTTPResponseHead("HTTP/1.1", 200, http.Header{"Content-Type": {"text/html"}}, 2)
-		if err := w.Write(archive.Exchange{Target: u, Request: []byte("GET / HTTP/1.1\r\n\r\n"), Response: head, Body: []byte("hi"), Date: time.Now()}); err != nil {
+		if err := w.Write(archive.Capture{Target: u, Request: []byte("GET / HTTP/1.1\r\n\r\n"), Response: head, Body: []byte("hi"), Date: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/launch"
@@ -85,7 +86,7 @@ func waitDemoCluster(ctx context.Context, dn []*demoNode, timeout time.Duration)
 			st := d.n.Status()
 			alive := 0
 			for _, m := range st.Members {
-				if m.State == string(cluster.StateAlive) {
+				if m.State == string(membership.StateAlive) {
 					alive++
 				}
 			}

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/salvage"
 )
 
@@ -74,7 +74,7 @@ Running it twice fetches nothing twice. Flags:
 		if *keyFile == "" {
 			return fmt.Errorf("--cluster-key-file: required (or $%s): the cluster's key", keyFileEnv)
 		}
-		key, err := cluster.LoadKey(*keyFile)
+		key, err := membership.LoadKey(*keyFile)
 		if err != nil {
 			return err
 		}

@@ -2,139 +2,20 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/lend"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
+	"github.com/phasecrawl/phasecrawl/cluster/phase"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
-
-// TestOutcomeRoundTrip: an outcome travels in an entry's Host and comes
-// back whole; malformed ones are refused.
-func TestOutcomeRoundTrip(t *testing.T) {
-	retry := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
-	const u = "http://a.test/x"
-	for _, r := range []frontier.Result{
-		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Bytes: 1234, Delay: 20 * time.Millisecond},
-		{FP: frontier.Fingerprint(u), Host: "a.test:8080", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retry},
-		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.InList, Reason: "node2 42"},
-		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok", Change: frontier.Changed,
-			Page: &frontier.PageState{ETag: `"abc def"`, LastModified: "Wed, 25 Nov 2026 10:00:00 GMT", Digest: [20]byte{1, 2, 3}, Archived: retry}},
-		{FP: frontier.Fingerprint(u), Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok",
-			Page: &frontier.PageState{Digest: [20]byte{9}}},
-	} {
-		got, ok := parseOutcome(frontier.NewURL{URL: u, Host: outcomeHost(r)})
-		if !ok || !reflect.DeepEqual(got, r) {
-			t.Errorf("round trip of %+v: got %+v, %v", r, got, ok)
-		}
-	}
-	// Validators too long for an entry's Host are left out; the digest stays.
-	long := frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok",
-		Page: &frontier.PageState{ETag: strings.Repeat("e", MaxEntryHost), Digest: [20]byte{7}}}
-	if h := outcomeHost(long); len(h) > MaxEntryHost {
-		t.Errorf("outcome of %d bytes, more than %d", len(h), MaxEntryHost)
-	} else if got, ok := parseOutcome(frontier.NewURL{URL: u, Host: h}); !ok || got.Page == nil || got.Page.Digest != long.Page.Digest || got.Page.ETag != "" {
-		t.Errorf("outcome with a long ETag: got %+v, %v", got, ok)
-	}
-	for _, h := range []string{"a.test", "a.test\n2 200 0 0 0 ok", "a.test\nx 200 0 0 0 ok", "a.test\n1 2 3 4",
-		"a.test\n1 200 0 0 0 ok\n1 00 0", "a.test\n1 200 0 0 0 ok\n9 " + strings.Repeat("0", 40) + " 0"} {
-		if _, ok := parseOutcome(frontier.NewURL{URL: u, Host: h}); ok {
-			t.Errorf("malformed outcome %q accepted", h)
-		}
-	}
-	if e := (Entry{Kind: KindOutcome, NewURL: frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed})}}); checkEntry(e) != nil {
-		t.Errorf("outcome entry refused: %v", checkEntry(e))
-	}
-}
-
-// TestLendingMarks: a mark holds until it expires, longer while its
-// holder is pending, and ends early only by the outcome or by a return
-// from the same holder for the same epoch.
-func TestLendingMarks(t *testing.T) {
-	now := time.Now()
-	l := lending{marks: map[uint64]lendMark{}, out: map[string]int{}, again: map[uint64]frontier.Ref{}}
-	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
-	l.marks[2] = lendMark{holder: "q", epoch: 7, until: now.Add(-time.Second)}
-	l.marks[3] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
-	l.out["p"], l.out["q"] = 2, 1
-	if !l.lent(1, now) {
-		t.Error("mark 1 not held before it expires")
-	}
-	l.pending = map[string]bool{"q": true}
-	if !l.lent(2, now) {
-		t.Error("expired mark of a pending holder not held")
-	}
-	if l.active(2, now) || !l.active(1, now) {
-		t.Error("active: an expired mark counts, or a running one does not")
-	}
-	l.pending = nil
-	if l.lent(2, now) || l.out["q"] != 0 {
-		t.Errorf("expired mark still held (out %d)", l.out["q"])
-	}
-	r1 := frontier.Ref{FP: 1, Host: "h1"}
-	l.returned(r1, "q", 7) // another holder
-	l.returned(r1, "p", 6) // an earlier lend
-	if !l.lent(1, now) || len(l.again) != 0 {
-		t.Errorf("a return from another holder or epoch ended the lend (again %v)", l.again)
-	}
-	l.returned(r1, "p", 7)
-	if l.lent(1, now) {
-		t.Error("the holder's return did not end the lend")
-	}
-	// Given back, it is lent again to the member working on its host's
-	// phase, and only once, in that epoch or (a return that arrives after
-	// the swap, when the next epoch's scans may have passed it) in the
-	// next; this node's own phase forgets it (its scheduler finds it).
-	ph := frontier.PhaseOf(frontier.HostHash("h1"), 3)
-	if got := l.takeAgain((ph+1)%3, 3, nil, 10); len(got) != 0 {
-		t.Errorf("takeAgain for another phase = %v", got)
-	}
-	if got := l.takeAgain(ph, 3, nil, 10); len(got) != 1 || got[0] != r1 {
-		t.Errorf("takeAgain = %v, want [%v]", got, r1)
-	}
-	if got := l.takeAgain(ph, 3, nil, 10); len(got) != 0 {
-		t.Errorf("takeAgain twice = %v", got)
-	}
-	l.marks[1] = lendMark{holder: "p", epoch: 7, until: now.Add(time.Second)}
-	l.out["p"]++
-	l.returned(r1, "p", 7)
-	if got := l.takeAgain(ph, 3, nil, 0); len(got) != 0 || len(l.again) != 1 {
-		t.Errorf("takeAgain of at most 0 = %v (again %v)", got, l.again)
-	}
-	l.dropAgain((ph+1)%3, 3, nil)
-	if len(l.again) != 1 {
-		t.Errorf("dropAgain of another phase forgot %v", r1)
-	}
-	l.dropAgain(ph, 3, nil)
-	if len(l.again) != 0 {
-		t.Errorf("dropAgain of its phase kept %v", l.again)
-	}
-	l.settle([]uint64{3})
-	if l.lent(3, now) || len(l.marks) != 0 || len(l.out) != 0 {
-		t.Errorf("after the outcome: marks %v, out %v", l.marks, l.out)
-	}
-
-	// A holder that is gone (not a member, not away) is not pending any
-	// more: its expired marks are forgotten even when the last pass still
-	// counted it pending, while a running mark holds until its time (the
-	// holder may have vanished from the ring for a moment, its outcome on
-	// the way). A pending holder (away) keeps even its expired marks.
-	l.marks[4] = lendMark{holder: "gone", epoch: 8, until: now.Add(time.Minute)}
-	l.marks[5] = lendMark{holder: "away", epoch: 8, until: now.Add(-time.Minute)}
-	l.marks[6] = lendMark{holder: "p", epoch: 8, until: now.Add(time.Minute)}
-	l.marks[7] = lendMark{holder: "gone", epoch: 8, until: now.Add(-time.Minute)}
-	l.out["gone"], l.out["away"], l.out["p"] = 2, 1, 1
-	l.pending = map[string]bool{"away": true, "gone": true}
-	gone := func(h string) bool { return h == "gone" }
-	if n := l.expire(now, gone); n != 1 || !l.lent(4, now) || !l.lent(5, now) || !l.lent(6, now) {
-		t.Errorf("expire with a holder gone: %d forgotten, marks %v", n, l.marks)
-	}
-	if _, ok := l.marks[7]; ok {
-		t.Error("the expired mark of a holder gone was kept")
-	}
-}
 
 // TestOutcomeBeforeRecord: an outcome that reaches the URL's owner without
 // the URL's record there (moved by a leaving member and not here yet, or
@@ -153,11 +34,11 @@ func TestOutcomeBeforeRecord(t *testing.T) {
 	const u, retried, other, again = "http://a.test/early", "http://a.test/retried", "http://a.test/plain", "http://a.test/again"
 	retryAt := time.Now().Add(time.Hour)
 	ocs := []frontier.NewURL{
-		{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
-		{URL: retried, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retryAt}), Depth: 1},
-		{URL: again, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
+		{URL: u, Host: lend.OutcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
+		{URL: retried, Host: lend.OutcomeHost(frontier.Result{Host: "a.test", State: frontier.Stalled, Status: 503, Reason: "http_5xx", RetryAt: retryAt}), Depth: 1},
+		{URL: again, Host: lend.OutcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1},
 	}
-	if _, err := tc.c.store(ctx, KindOutcome, ocs); err != nil {
+	if _, err := tc.c.store(ctx, exchange.KindOutcome, ocs); err != nil {
 		t.Fatal(err)
 	}
 	recs := records(t, tc.f)
@@ -168,10 +49,10 @@ func TestOutcomeBeforeRecord(t *testing.T) {
 		t.Fatal("a failed fetch's outcome without its record made a record")
 	}
 	moved := []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}, {URL: retried, Host: "a.test", Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
-	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+	if _, err := tc.c.store(ctx, exchange.KindMoved, moved); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.c.store(ctx, KindNew, []frontier.NewURL{{URL: again, Host: "a.test", Depth: 2}}); err != nil {
+	if _, err := tc.c.store(ctx, exchange.KindNew, []frontier.NewURL{{URL: again, Host: "a.test", Depth: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	recs = records(t, tc.f)
@@ -186,7 +67,7 @@ func TestOutcomeBeforeRecord(t *testing.T) {
 	if r := recs[other]; r.State != frontier.InList {
 		t.Errorf("a moved record without an outcome: %+v, want IN_LIST", r)
 	}
-	if got := tc.c.lends.takeEarly(moved, time.Now()); len(got) != 0 {
+	if got := tc.c.lends.TakeEarly(moved, time.Now()); len(got) != 0 {
 		t.Errorf("outcomes still kept after their records came: %v", got)
 	}
 }
@@ -200,9 +81,9 @@ func TestMovedKeepsLend(t *testing.T) {
 	tc.fetching(t)
 	ctx := context.Background()
 	const u, other = "http://a.test/lent", "http://a.test/plain"
-	m := lendMark{holder: "holder", epoch: 9, until: time.Now().Add(time.Minute)}
-	moved := []frontier.NewURL{{URL: u, Host: movedHost("a.test", m), Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
-	if _, err := tc.c.store(ctx, KindMoved, moved); err != nil {
+	m := lend.Mark{Holder: "holder", Slot: 9, Until: time.Now().Add(time.Minute)}
+	moved := []frontier.NewURL{{URL: u, Host: lend.MovedHost("a.test", m), Depth: 1}, {URL: other, Host: "a.test", Depth: 1}}
+	if _, err := tc.c.store(ctx, exchange.KindMoved, moved); err != nil {
 		t.Fatal(err)
 	}
 	recs := records(t, tc.f)
@@ -212,8 +93,8 @@ func TestMovedKeepsLend(t *testing.T) {
 	if !tc.c.Held(frontier.Fingerprint(u)) || tc.c.Held(frontier.Fingerprint(other)) {
 		t.Errorf("held: lent %v (want true), plain %v (want false)", tc.c.Held(frontier.Fingerprint(u)), tc.c.Held(frontier.Fingerprint(other)))
 	}
-	oc := frontier.NewURL{URL: u, Host: outcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
-	if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{oc}); err != nil {
+	oc := frontier.NewURL{URL: u, Host: lend.OutcomeHost(frontier.Result{Host: "a.test", State: frontier.Completed, Status: 200, Reason: "ok"}), Depth: 1}
+	if _, err := tc.c.store(ctx, exchange.KindOutcome, []frontier.NewURL{oc}); err != nil {
 		t.Fatal(err)
 	}
 	if r := records(t, tc.f)[u]; r.State != frontier.Completed || tc.c.Held(frontier.Fingerprint(u)) {
@@ -227,7 +108,7 @@ func TestMovedKeepsLend(t *testing.T) {
 func TestHoldForAway(t *testing.T) {
 	woken := 0
 	c := &Cluster{log: testLogger(), cfg: NodeConfig{Wake: func() { woken++ }}}
-	c.away.Store(&away{until: map[string]time.Time{"a": time.Now().Add(time.Minute), "b": time.Now().Add(time.Minute), "gone": time.Now().Add(-time.Second)}})
+	c.away.Store(&membership.Away{Until: map[string]time.Time{"a": time.Now().Add(time.Minute), "b": time.Now().Add(time.Minute), "gone": time.Now().Add(-time.Second)}})
 	c.holdForAway()
 	if !c.lendHeld.Load() || len(*c.awayAtGate.Load()) != 2 {
 		t.Fatalf("after the gate: held %v, waiting for %v", c.lendHeld.Load(), *c.awayAtGate.Load())
@@ -252,7 +133,8 @@ func TestHoldForAway(t *testing.T) {
 // it has not heard of yet during its first takeover_after (the lender may
 // be on its way back and keeps the records), not for one it knows is gone.
 func TestKeepForUnknown(t *testing.T) {
-	c := &Cluster{started: time.Now(), cfg: NodeConfig{TakeoverAfter: time.Minute}}
+	c := &Cluster{cfg: NodeConfig{Timeouts: Timeouts{TakeoverAfter: time.Minute}}}
+	c.started = time.Now()
 	c.addrs.Store(&map[string]string{"alive": "127.0.0.1:1"})
 	c.known.Store(&map[string]bool{"alive": true, "gone": true})
 	for _, tc := range []struct {
@@ -269,22 +151,28 @@ func TestKeepForUnknown(t *testing.T) {
 	}
 }
 
+// soloLender starts a lone member with lending on, fetching, whose
+// frontier holds one IN_LIST URL u (fingerprint fp, of phase q).
+func soloLender(t *testing.T) (tc *testCluster, u string, fp uint64, q int) {
+	t.Helper()
+	tc = startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
+	tc.fetching(t)
+	u = "http://a.test/page"
+	if _, err := tc.f.Add(context.Background(), []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	return tc, u, frontier.Fingerprint(u), frontier.PhaseOf(frontier.HostHash("a.test"), tc.f.Phases())
+}
+
 // TestReturnedLentAgain: a URL lent to a member and given back during the
 // same epoch (its trip ended before it reached it) is lent again in that
 // epoch, although the lend scan's cursor has passed it; a return from
 // another epoch is not.
 func TestReturnedLentAgain(t *testing.T) {
-	tc := startTestClusterWith(t, "solo", func(c *NodeConfig) { c.Lend = true })
-	tc.fetching(t)
+	tc, u, fp, q := soloLender(t)
 	ctx := context.Background()
-	const u = "http://a.test/page"
-	if _, err := tc.f.Add(ctx, []frontier.NewURL{{URL: u, Host: "a.test", Depth: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	fp := frontier.Fingerprint(u)
-	q := frontier.PhaseOf(frontier.HostHash("a.test"), tc.f.Phases())
 	until := time.Now().Add(time.Minute)
-	lend := func() {
+	lendIt := func() {
 		t.Helper()
 		if err := tc.c.lendTo(ctx, "p", q, 5, until); err != nil {
 			t.Fatal(err)
@@ -293,24 +181,24 @@ func TestReturnedLentAgain(t *testing.T) {
 	giveBack := func(epoch int64) {
 		t.Helper()
 		r := frontier.Result{Host: "a.test", State: frontier.InList, Reason: "p " + strconv.FormatInt(epoch, 10)}
-		if _, err := tc.c.store(ctx, KindOutcome, []frontier.NewURL{{URL: u, Host: outcomeHost(r), Depth: 1}}); err != nil {
+		if _, err := tc.c.store(ctx, exchange.KindOutcome, []frontier.NewURL{{URL: u, Host: lend.OutcomeHost(r), Depth: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	lend()
-	if !tc.c.lends.lent(fp, time.Now()) {
+	lendIt()
+	if !tc.c.lends.Lent(fp, time.Now()) {
 		t.Fatal("not lent")
 	}
 	giveBack(4) // a return of an earlier lend ends nothing
-	if !tc.c.lends.lent(fp, time.Now()) {
+	if !tc.c.lends.Lent(fp, time.Now()) {
 		t.Fatal("an earlier epoch's return ended the lend")
 	}
 	giveBack(5)
-	if tc.c.lends.lent(fp, time.Now()) {
+	if tc.c.lends.Lent(fp, time.Now()) {
 		t.Fatal("still lent after the holder gave it back")
 	}
-	lend()
-	if m, ok := tc.c.lends.markOf(fp); !ok || m.holder != "p" || m.epoch != 5 {
+	lendIt()
+	if m, ok := tc.c.lends.MarkOf(fp); !ok || m.Holder != "p" || m.Slot != 5 {
 		t.Fatalf("given back in epoch 5, then mark %+v (%v); want lent again to p in epoch 5", m, ok)
 	}
 }
@@ -321,13 +209,13 @@ func TestReturnedLentAgain(t *testing.T) {
 // already, nor one of another phase, nor one another member owns; a batch
 // of the same URLs again lends nothing.
 func TestLendBack(t *testing.T) {
-	lend := func(c *NodeConfig) {
+	withLend := func(c *NodeConfig) {
 		c.Lend = true
 		c.PhaseDuration = 2 * time.Second
 		c.Guard = 100 * time.Millisecond
 	}
-	a := startTestClusterWith(t, "a", lend)
-	b := startTestClusterWith(t, "b", lend, a.c.Members().Addr())
+	a := startTestClusterWith(t, "a", withLend)
+	b := startTestClusterWith(t, "b", withLend, a.c.Members().Addr())
 	a.fetching(t)
 	b.fetching(t)
 	ctx := context.Background()
@@ -382,14 +270,14 @@ func TestLendBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after := a.c.sched.At(time.Now()); after.Epoch != st.Epoch {
-			continue // the epoch changed meanwhile: try again in the next one
+		if after := a.c.sched.At(time.Now()); after.Slot != st.Slot {
+			continue // the slot changed meanwhile: try again in the next one
 		}
 		var got []string
 		for _, u := range lent {
 			host, rest, _ := strings.Cut(u.Host, "\n")
-			if !strings.HasSuffix(rest, " 0 a") || !strings.HasPrefix(rest, strconv.FormatInt(st.Epoch, 10)+" ") || u.Depth != 2 || host == "" {
-				t.Errorf("lend entry %+v: want host, epoch %d, tries 0 and lender a", u, st.Epoch)
+			if !strings.HasSuffix(rest, " 0 a") || !strings.HasPrefix(rest, strconv.FormatInt(st.Slot, 10)+" ") || u.Depth != 2 || host == "" {
+				t.Errorf("lend entry %+v: want host, slot %d, tries 0 and lender a", u, st.Slot)
 			}
 			got = append(got, u.URL)
 		}
@@ -406,12 +294,137 @@ func TestLendBack(t *testing.T) {
 			}
 		}
 		// (The known URL may be lent by a lend round meanwhile: it is IN_LIST.)
-		if _, ok := a.c.lends.markOf(frontier.Fingerprint(ownPhase.URL)); ok {
+		if _, ok := a.c.lends.MarkOf(frontier.Fingerprint(ownPhase.URL)); ok {
 			t.Errorf("%s, of this node's own phase, marked lent", ownPhase.URL)
 		}
 		if _, again, err := a.c.receiveNew(ctx, "b", fresh, 1<<20); err != nil || len(again) != 0 {
 			t.Fatalf("the same URLs again: lent %v, %v; want none", again, err)
 		}
 		return
+	}
+}
+
+// guestRecorder is a GuestPool that takes every guest and remembers it.
+type guestRecorder struct {
+	mu sync.Mutex
+	gs []frontier.Guest
+}
+
+func (g *guestRecorder) AddGuests(gs []frontier.Guest) []frontier.Guest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gs = append(g.gs, gs...)
+	return nil
+}
+
+// TestLendsNameTheSlot: when the member list switches inside an epoch, a
+// holder takes only the lends made for the slot it works in now: a lend
+// named by the epoch's earlier slot (made before the switch, for the
+// holder of that phase then) is given back, however much of the epoch is
+// left, and a lend made now carries the slot's name, not the epoch's.
+func TestLendsNameTheSlot(t *testing.T) {
+	pool := &guestRecorder{}
+	tc := startTestClusterWith(t, "b", func(c *NodeConfig) {
+		c.Lend, c.Guests, c.PhaseDuration, c.Guard = true, pool, 10*time.Second, 50*time.Millisecond
+	})
+	tc.fetching(t)
+	s := tc.c.sched
+	d := s.PhaseDuration()
+	for {
+		now := s.ClusterNow(time.Now())
+		if phase.EpochStart(phase.Epoch(now, d)+1, d).Sub(now) > 2*time.Second {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	now := s.ClusterNow(time.Now())
+	epochStart := phase.EpochStart(phase.Epoch(now, d), d)
+	s.SetMembersFromInstant(epochStart, []string{"b", "c"})
+	switched := now.Add(-10 * time.Millisecond)
+	s.SetMembersFromInstant(switched, []string{"a", "b", "c"})
+	st := s.At(time.Now())
+	if st.Phase < 0 || !st.Open || st.Slot != switched.UnixNano() {
+		t.Fatalf("state after the switch: %+v, want open in the slot %d", st, switched.UnixNano())
+	}
+	host := ""
+	for i := 0; host == ""; i++ {
+		if h := fmt.Sprintf("h%d.test", i); frontier.PhaseOf(frontier.HostHash(h), st.NPhase) == st.Phase {
+			host = h
+		}
+	}
+	tests := []struct {
+		name  string
+		slot  int64
+		taken bool
+	}{
+		{"the epoch's earlier slot", epochStart.UnixNano(), false},
+		{"the epoch's number", st.Epoch, false},
+		{"the slot in effect", st.Slot, true},
+	}
+	for i, tt := range tests {
+		u := frontier.NewURL{URL: fmt.Sprintf("http://%s/p%d", host, i), Host: lend.EntryHost(host, tt.slot, 0, "a"), Depth: 1}
+		if got := tc.c.takeLends(context.Background(), []frontier.NewURL{u}); (got == 1) != tt.taken {
+			t.Errorf("%s: taken %d, want taken %v", tt.name, got, tt.taken)
+		}
+	}
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if len(pool.gs) != 1 || pool.gs[0].Slot != st.Slot {
+		t.Fatalf("guests %+v, want one of slot %d", pool.gs, st.Slot)
+	}
+}
+
+// TestLendWaitsForPlacedMarks: a URL the scheduler placed in the bucket
+// (its IN_PROGRESS mark submitted, not committed yet: the frontier's
+// writer is behind) may be fetched here at once; a lend made before that
+// mark is committed would read it as IN_LIST and lend it too, and the
+// holder would fetch the page a second time (the owner fetched it at the
+// end of its phase, and the lend round of the next slot, for the member
+// working on that phase now, found it). The first lend of a slot waits
+// for the writes submitted before it.
+func TestLendWaitsForPlacedMarks(t *testing.T) {
+	tc, _, fp, q := soloLender(t)
+	ctx := context.Background()
+
+	// Hold the writer in a write of its own, then place the URL as the
+	// scheduler does: its mark waits behind that write.
+	entered, release := make(chan struct{}), make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := tc.f.Update(ctx, frontier.Write{Name: "held", Apply: func(*frontier.Tx) (int, error) {
+			close(entered)
+			<-release
+			return 0, nil
+		}})
+		blocked <- err
+	}()
+	<-entered
+	mark := tc.f.MarkInProgressAsync(ctx, []frontier.Ref{{FP: fp, Host: "a.test"}})
+
+	lent := make(chan error, 1)
+	go func() { lent <- tc.c.lendTo(ctx, "p", q, 7, time.Now().Add(time.Minute)) }()
+	select {
+	case err := <-lent: // returned while the mark was not committed
+		close(release)
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(200 * time.Millisecond):
+		close(release)
+		if err := <-lent; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mark.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if tc.c.lends.Lent(fp, time.Now()) {
+		t.Fatal("a URL placed in the bucket (mark not committed yet) was lent: it would be fetched twice")
+	}
+	if rec, ok, err := tc.f.Get(frontier.Ref{FP: fp, Host: "a.test"}); err != nil || !ok || rec.State != frontier.InProgress {
+		t.Fatalf("record %+v (%v, %v), want IN_PROGRESS", rec, ok, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/phasecrawl/phasecrawl/cluster/phase"
 )
 
 // Status is the cluster layer's state as the node shows it in GET
@@ -47,7 +49,7 @@ func (c *Cluster) ClusterStatus(now time.Time) Status {
 	return Status{
 		Members: ms,
 		Outbox:  c.outbox.Pending(),
-		Phase:   PhaseStatus{NPhase: st.NPhase, Current: current(st), Epoch: st.Epoch, NextSwap: &next, Fenced: c.Fenced()},
+		Phase:   PhaseStatus{NPhase: st.NPhase, Current: st.Current(), Epoch: st.Epoch, NextSwap: &next, Fenced: c.Fenced()},
 	}
 }
 
@@ -108,10 +110,10 @@ func (k collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.sched.At(time.Now())
 	gauge(dMembers, float64(c.alive.Load()))
 	gauge(dAway, float64(c.Away()))
-	gauge(dPhase, float64(current(st)))
+	gauge(dPhase, float64(st.Current()))
 	counter(dSwaps, float64(c.swaps.Load()))
 	counter(dPauses, float64(c.pauses.Load()))
-	var cs ClockState
+	var cs phase.ClockState
 	if c.clock != nil {
 		cs = c.clock.State()
 	}

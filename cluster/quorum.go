@@ -1,16 +1,14 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/bits"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/memberlist"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 )
 
 // Quorum fencing (docs/design/partitions.md). The agreed view is the member
@@ -25,20 +23,11 @@ import (
 // their schedule (and work on its hosts) only excludeAfter after they
 // declared it dead, by which time it has fenced itself.
 
-// heartbeatMagic starts a heartbeat; the sender's name follows.
-var heartbeatMagic = []byte("phasecrawl-hb1:")
-
-// maxHeard bounds the heartbeat senders remembered.
-const maxHeard = 4096
-
 // quorum is this node's view of which members it hears from, and whether
 // it is fenced.
 type quorum struct {
-	self  string
+	*membership.Heard
 	after time.Duration // FenceAfter
-
-	mu    sync.Mutex
-	heard map[string]time.Time // local time of each member's last heartbeat; never pruned (a name heard once never gets the newcomer's grace again)
 
 	fenced    atomic.Bool
 	why       atomic.Pointer[string] // why it is fenced; "" when it is not
@@ -46,82 +35,14 @@ type quorum struct {
 }
 
 func newQuorum(self string, after time.Duration) *quorum {
-	q := &quorum{self: self, after: after, heard: map[string]time.Time{}}
+	q := &quorum{Heard: membership.NewHeard(self), after: after}
 	q.why.Store(new(string))
 	return q
 }
 
-// heartbeatInterval is how often a node sends its heartbeat to every member
-// it sees alive: five per FenceAfter, so one lost datagram does not fence.
-func heartbeatInterval(after time.Duration) time.Duration {
-	return max(after/5, 10*time.Millisecond)
-}
-
-// heartbeat is the message member name sends.
-func heartbeat(name string) []byte { return append(slices.Clone(heartbeatMagic), name...) }
-
-// hear records a heartbeat (a Members OnMessage callback; never blocks for long).
-func (q *quorum) hear(msg []byte, now time.Time) {
-	if !bytes.HasPrefix(msg, heartbeatMagic) {
-		return
-	}
-	name := string(msg[len(heartbeatMagic):])
-	if name == "" || name == q.self || len(name) > 512 {
-		return
-	}
-	q.mu.Lock()
-	if _, ok := q.heard[name]; ok || len(q.heard) < maxHeard {
-		q.heard[name] = now
-	}
-	q.mu.Unlock()
-}
-
-// lastHeard returns the local time of the last heartbeat of each member.
-func (q *quorum) lastHeard() map[string]time.Time {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := make(map[string]time.Time, len(q.heard))
-	for k, v := range q.heard {
-		out[k] = v
-	}
-	return out
-}
-
-// Majority is the number of members of a view of n that make a majority.
-func Majority(n int) int { return n/2 + 1 }
-
-// seenOf returns the members of view that self sees at now (self, and
-// those whose last sign of life, last(name), is less than after old) and
-// how many make a majority of view, or of a longer view of size larger
-// that a member gossips. An empty view needs nobody.
-func seenOf(view []string, self string, last func(name string) time.Time, now time.Time, after time.Duration, larger int) (seen []string, need int) {
-	if len(view) == 0 {
-		return nil, 0
-	}
-	for _, m := range view {
-		if m == self {
-			seen = append(seen, m)
-			continue
-		}
-		if t := last(m); !t.IsZero() && now.Sub(t) < after {
-			seen = append(seen, m)
-		}
-	}
-	return seen, Majority(max(len(view), larger))
-}
-
-// fenceReason is the status and log text for a node that sees seen of the
-// view's n members and needs need.
-func fenceReason(seen, n, need int) string {
-	if need != Majority(n) {
-		return fmt.Sprintf("sees %d of %d members of the agreed view; a member's view has more members: a majority is %d", seen, n, need)
-	}
-	return fmt.Sprintf("sees %d of %d members of the agreed view; a majority is %d", seen, n, need)
-}
-
 // seen returns the members of view this node sees now and the majority.
 func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
-	heard := c.q.lastHeard()
+	heard := c.q.LastHeard()
 	alive := map[string]time.Time{}
 	larger := 0
 	for _, m := range c.members.Alive() {
@@ -130,7 +51,7 @@ func (c *Cluster) seen(view []string, now time.Time) ([]string, int) {
 			larger = max(larger, m.ViewSize)
 		}
 	}
-	return seenOf(view, c.cfg.Name, func(name string) time.Time {
+	return membership.SeenOf(view, c.cfg.Name, func(name string) time.Time {
 		if t, ok := heard[name]; ok {
 			// Only its heartbeats count: gossip may still bring news of a
 			// member that declared this node dead (memberlist gossips to
@@ -150,19 +71,10 @@ func (c *Cluster) quorate(now time.Time) bool {
 
 // excludeAfter is how long the members keep a member declared dead in the
 // phase schedule (its phase idle): cluster.takeover_after, and at least
-// minExclude, so that a member cut off from them has fenced itself before
-// any of them works on its hosts.
+// membership.MinExclude, so that a member cut off from them has fenced
+// itself before any of them works on its hosts.
 func (c *Cluster) excludeAfter() time.Duration {
-	return max(c.cfg.TakeoverAfter, minExclude(c.cfg.FenceAfter))
-}
-
-// minExclude is the shortest safe exclusion delay for FenceAfter after: a
-// member cut off stops hearing the others' heartbeats at the latest one
-// heartbeat after they declared it dead; it is fenced FenceAfter later,
-// noticed within a heartbeat; one second more covers the spread of the
-// death among the members (gossip) and the clocks.
-func minExclude(after time.Duration) time.Duration {
-	return after + 2*heartbeatInterval(after) + time.Second
+	return max(c.cfg.TakeoverAfter, membership.MinExclude(c.cfg.FenceAfter))
 }
 
 // scheduleNames returns the member list to schedule for the alive members
@@ -188,7 +100,7 @@ func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dr
 	}
 	var waiting []string // declared dead here, not yet past excludeAfter
 	for _, m := range c.members.All() {
-		if m.State != StateDead || m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) || slices.Contains(names, m.Name) {
+		if m.State != membership.StateDead || m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) || slices.Contains(names, m.Name) {
 			continue
 		}
 		if now.Before(m.Seen.Add(c.excludeAfter())) {
@@ -225,7 +137,7 @@ func (c *Cluster) scheduleNames(names []string, now time.Time) (out []string, dr
 func (c *Cluster) followDrop(list, waiting []string) (out []string, ok bool) {
 	views := map[string]bool{}
 	for _, m := range c.members.Alive() {
-		if m.Name != c.cfg.Name && m.View != "" && m.ViewFrom > 0 {
+		if m.Name != c.cfg.Name && m.View != "" && !viewAtOf(m, c.sched.PhaseDuration()).IsZero() {
 			views[m.View] = true
 		}
 	}
@@ -255,7 +167,7 @@ func (c *Cluster) followDrop(list, waiting []string) (out []string, ok bool) {
 func (c *Cluster) exclusionDue(now time.Time) bool {
 	latest := c.sched.Latest()
 	for _, m := range c.members.All() {
-		if m.State == StateDead && slices.Contains(latest, m.Name) && !now.Before(m.Seen.Add(c.excludeAfter())) {
+		if m.State == membership.StateDead && slices.Contains(latest, m.Name) && !now.Before(m.Seen.Add(c.excludeAfter())) {
 			return true
 		}
 	}
@@ -264,7 +176,7 @@ func (c *Cluster) exclusionDue(now time.Time) bool {
 
 // viewsAgree reports whether every member of the latest list that this node
 // sees alive has the same list scheduled (NodeMeta.View) and in effect
-// (NodeMeta.ViewFrom at or before the current epoch), and the latest list
+// (NodeMeta.ViewAt at or before the start of this node's slot), and the latest list
 // is in effect here too: the members' phases do not overlap again.
 func (c *Cluster) viewsAgree(now time.Time) (bool, []string) {
 	latest := c.sched.Latest()
@@ -278,7 +190,7 @@ func (c *Cluster) viewsAgree(now time.Time) (bool, []string) {
 		if m.Name == c.cfg.Name || !slices.Contains(latest, m.Name) {
 			continue
 		}
-		if m.View != h || m.ViewFrom > st.Epoch {
+		if m.View != h || viewAtOf(m, c.sched.PhaseDuration()).UnixNano() > st.Slot {
 			waiting = append(waiting, m.Name)
 		}
 	}
@@ -292,22 +204,10 @@ func (c *Cluster) sendHeartbeats(msg []byte) {
 		if m.Name == c.cfg.Name || m.Gossip == "" {
 			continue
 		}
-		if err := c.members.send(m.Name, m.Gossip, msg); err != nil {
+		if err := c.members.Send(m.Name, m.Gossip, msg); err != nil {
 			c.log.Debug("heartbeat not sent", "member", m.Name, "error", err)
 		}
 	}
-}
-
-// send sends msg to the member name at its gossip address (best effort,
-// one datagram, encrypted with the cluster key).
-func (m *Members) send(name, addr string, msg []byte) error {
-	m.mu.Lock()
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
-		return nil
-	}
-	return m.ml.SendToAddress(memberlist.Address{Addr: addr, Name: name}, msg)
 }
 
 // watchQuorum sends the heartbeats and fences this node while it does not
@@ -317,10 +217,10 @@ func (m *Members) send(name, addr string, msg []byte) error {
 // settled again (gate): meanwhile the others may have worked on its hosts
 // and fetched URLs of its share.
 func (c *Cluster) watchQuorum(ctx context.Context) {
-	tick := heartbeatInterval(c.cfg.FenceAfter)
+	tick := membership.HeartbeatInterval(c.cfg.FenceAfter)
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	msg := heartbeat(c.cfg.Name)
+	msg := membership.Heartbeat(c.cfg.Name)
 	for {
 		now := time.Now()
 		// Also while handing off before a leave: until it is gone, this
@@ -333,7 +233,7 @@ func (c *Cluster) watchQuorum(ctx context.Context) {
 		switch {
 		case !quorate:
 			c.q.rejoining.Store(false) // lost again while rejoining: start over
-			why := fenceReason(len(seen), len(view), need)
+			why := membership.FenceReason(len(seen), len(view), need)
 			if !was || *c.q.why.Load() != why {
 				c.q.why.Store(&why)
 			}

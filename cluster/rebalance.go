@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/lend"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -17,10 +18,8 @@ import (
 const rebalanceBatch = 1000
 
 // RingHash identifies a member set (order and duplicates do not matter):
-// the value a settled node gossips (NodeMeta.Settled).
-func RingHash(members []string) string {
-	return fmt.Sprintf("%016x", xxhash.Sum64String(strings.Join(NewRing(members).Members(), "\n")))
-}
+// the value a settled node gossips (NodeMeta.Settled); ring.Hash.
+func RingHash(members []string) string { return ring.Hash(members) }
 
 // moved counts what a rebalance pass did.
 type moved struct {
@@ -43,7 +42,9 @@ func (m *moved) add(o moved) { m.urls, m.fps, m.kept = m.urls+o.urls, m.fps+o.fp
 // a later pass: its scheduler may hold
 // them in the bucket, and a URL claimed there would be fetched here and
 // crawled again by its new owner.
-func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uint64, busy bool) (moved, error) {
+//
+// keepLent leaves the URLs lent and not settled for a later pass too.
+func (c *Cluster) moveAway(ctx context.Context, ring *ring.Ring, marks map[string]uint64, busy, keepLent bool) (moved, error) {
 	foreign := func(fp uint64) bool { return c.movable(ring.Owner(fp)) }
 	var tot moved
 	var batch []frontier.Record
@@ -67,7 +68,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 			return second == c.cfg.Name
 		})
 		if busy && len(recs) > 0 {
-			inPhase := c.sched.busyHosts(time.Now(), min(time.Second, c.cfg.PhaseDuration/4))
+			inPhase := c.sched.BusyHosts(time.Now(), min(time.Second, c.cfg.PhaseDuration/4))
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
 				if r.State == frontier.Completed || !inPhase(c.cfg.Unit.Hash(r.Host)) {
 					return false
@@ -76,13 +77,13 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 				return true
 			})
 		}
-		if busy && c.lends.marks != nil && len(recs) > 0 {
+		if keepLent && c.lends.Enabled() && len(recs) > 0 {
 			// A URL lent to the member working on its host's phase moves
 			// once its outcome came back or the lend ran out: moved now,
 			// its new owner could fetch or lend it meanwhile.
 			now := time.Now()
 			recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
-				if r.State == frontier.Completed || !c.lends.active(r.FP, now) {
+				if r.State == frontier.Completed || !c.lends.Active(r.FP, now) {
 					return false
 				}
 				tot.kept++
@@ -92,7 +93,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 		batch = append(batch, recs...)
 		for len(batch) >= rebalanceBatch || (end && len(batch) > 0) {
 			k := min(len(batch), rebalanceBatch)
-			m, err := c.moveBatch(ring, batch[:k], marks)
+			m, err := c.moveBatch(ctx, ring, batch[:k], marks)
 			tot.add(m)
 			if err != nil {
 				return tot, err
@@ -107,11 +108,16 @@ func (c *Cluster) moveAway(ctx context.Context, ring *Ring, marks map[string]uin
 }
 
 // moveBatch moves one batch of records. Its frontier writes are not
-// cancelled halfway: a claim is always followed by its removal or undone.
-// An IN_LIST or STALLED record goes to its owner (KindMoved). A COMPLETED
-// one goes to its owner (KindDone) and to the member ranked second for it
-// (KindReplica); when that is this node, it stays here as the replica.
-func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
+// cancelled halfway: a claim is always followed by its removal or undone,
+// and a removal or an undo that fails (a full disk) is written again
+// until it goes through or stop is done (the process stops: Open puts
+// the claimed records back in the queue). A claimed record left as it is
+// would stay IN_PROGRESS, in no queue, and a next pass would not claim it
+// again. An IN_LIST or STALLED record goes to its owner (KindMoved). A
+// COMPLETED one goes to its owner (KindDone) and to the member ranked
+// second for it (KindReplica); when that is this node, it stays here as
+// the replica.
+func (c *Cluster) moveBatch(stop context.Context, ring *ring.Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
 	ctx := context.Background()
 	refs := make([]frontier.Ref, len(recs))
 	for i, r := range recs {
@@ -124,24 +130,24 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 	m := moved{kept: len(recs) - len(claimed)}
 	type group struct {
 		peer string
-		kind Kind
+		kind exchange.Kind
 	}
 	groups := map[group][]int{} // indexes into claimed
 	keep := make([]bool, len(claimed))
 	for i, r := range claimed {
 		if r.State != frontier.Completed {
-			g := group{ring.Owner(r.FP), KindMoved}
+			g := group{ring.Owner(r.FP), exchange.KindMoved}
 			groups[g] = append(groups[g], i)
 			continue
 		}
 		first, second := ring.Top2(r.FP)
-		groups[group{first, KindDone}] = append(groups[group{first, KindDone}], i)
+		groups[group{first, exchange.KindDone}] = append(groups[group{first, exchange.KindDone}], i)
 		switch second {
 		case c.cfg.Name:
 			keep[i] = true
 		case "":
 		default:
-			groups[group{second, KindReplica}] = append(groups[group{second, KindReplica}], i)
+			groups[group{second, exchange.KindReplica}] = append(groups[group{second, exchange.KindReplica}], i)
 		}
 	}
 	failed := make([]bool, len(claimed))
@@ -151,20 +157,20 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		for k, i := range is {
 			r := claimed[i]
 			us[k] = frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Run: r.Run, Due: r.Due}
-			if g.kind == KindMoved && c.lends.marks != nil {
-				if lm, ok := c.lends.markOf(r.FP); ok {
-					us[k].Host = movedHost(r.Host, lm) // the new owner waits for the lend
+			if g.kind == exchange.KindMoved && c.lends.Enabled() {
+				if lm, ok := c.lends.MarkOf(r.FP); ok {
+					us[k].Host = lend.MovedHost(r.Host, lm) // the new owner waits for the lend
 				}
 			}
 		}
-		if err := c.outbox.put(ctx, g.peer, g.kind, us); err != nil {
+		if err := c.outbox.PutKind(ctx, g.peer, g.kind, us); err != nil {
 			errs = append(errs, err)
 			for _, i := range is {
 				failed[i] = true
 			}
 			continue
 		}
-		if g.kind == KindReplica {
+		if g.kind == exchange.KindReplica {
 			continue // the owner's copy decides when the move is done
 		}
 		mark, err := c.outbox.Mark(g.peer)
@@ -190,13 +196,16 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 		}
 	}
 	if len(undo) > 0 {
-		errs = append(errs, c.front.Requeue(ctx, undo))
+		errs = append(errs, c.untilWritten(stop, "requeue", func() error { return c.front.Requeue(ctx, undo) }))
 	}
 	if _, err := c.front.MarkReplicas(ctx, replicas); err != nil {
 		errs = append(errs, err)
 	}
-	removed, err := c.front.Remove(ctx, filed)
-	errs = append(errs, err)
+	var removed int
+	errs = append(errs, c.untilWritten(stop, "remove", func() (err error) {
+		removed, err = c.front.Remove(ctx, filed)
+		return err
+	}))
 	for _, r := range filed {
 		if r.State == frontier.Completed {
 			m.fps++
@@ -212,6 +221,36 @@ func (c *Cluster) moveBatch(ring *Ring, recs []frontier.Record, marks map[string
 	}
 	return m, nil
 }
+
+// Retries of a rebalance's frontier write that failed (untilWritten): the
+// first after claimRetryFirst, each next one twice as long up to
+// claimRetryMax.
+const (
+	claimRetryFirst = 100 * time.Millisecond
+	claimRetryMax   = 5 * time.Second
+)
+
+// untilWritten calls write (the frontier write named what) until it
+// succeeds, the frontier is closed or stop is done, and returns its last
+// error.
+func (c *Cluster) untilWritten(stop context.Context, what string, write func() error) error {
+	wait := claimRetryFirst
+	for {
+		err := write()
+		if err == nil || errors.Is(err, frontier.ErrClosed) {
+			return err
+		}
+		c.log.Warn("rebalance: frontier write failed, will write again", "write", what, "error", err, "in", wait)
+		if !sleepCtx(stop, wait) {
+			return err
+		}
+		wait = min(2*wait, claimRetryMax)
+	}
+}
+
+// rebalanceRetry is how soon a rebalance that kept no record for the
+// phase being crawled, only records being fetched or lent, looks again.
+const rebalanceRetry = time.Second
 
 // rebalanceStallLog is how long a rebalance runs before it logs what it
 // still waits for.
@@ -271,8 +310,25 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		c.log.Warn("rebalance still waiting", append([]any{"for", what, "members", ring.Members(),
 			"duration", time.Since(start).Round(time.Millisecond), "outbox", c.outbox.Pending()}, kv...)...)
 	}
+	// The scheduler re-keys the frontier for a new phase count at its
+	// phase swap, once it has put every URL it held and no worker started
+	// back in the queue (after their marks: the frontier applies writes in
+	// order); from then on it places only URLs Held lets through, under
+	// this ring its own. So once the count changed since this rebalance
+	// started (and so since its ring did), its bucket holds no record
+	// another member owns: a joiner's switch (a first member that crawled
+	// alone for a moment goes from one phase to three) need not wait for
+	// the end of the slot it starts, up to a whole epoch, with every
+	// joiner's own URLs held meanwhile (gate).
+	n0 := c.front.Phases()
+	swapped := func() bool { return c.front.Phases() != n0 }
 	for pass := 1; ; pass++ {
-		m, err := c.moveAway(ctx, ring, marks, true)
+		// A starting node that has not fetched a URL of its own yet
+		// (startHold) holds none in its bucket, nor does one whose
+		// scheduler swapped to a new phase count since: nothing need wait
+		// for its phase to end.
+		busy := !c.startHold.Load() && !swapped()
+		m, err := c.moveAway(ctx, ring, marks, busy, true)
 		tot.add(m)
 		if superseded() {
 			logDone("rebalance interrupted by a membership change")
@@ -290,13 +346,28 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		}
 		stalled("records being fetched or in the phase being crawled", "kept", m.kept, "pass", pass)
 		// What is left is being fetched, or in the phase being crawled:
-		// try again once the phase changed.
-		wait := 200 * time.Millisecond
-		if st := c.sched.At(time.Now()); st.Phase >= 0 {
-			wait = max(wait, time.Until(st.RequestDeadline)+50*time.Millisecond)
-		}
-		if !sleepCtx(ctx, wait) {
+		// try again once the phase slot changed (its end may come sooner
+		// than known now: a join's switch), the node stopped holding
+		// its own URLs, or its scheduler swapped to a new phase count.
+		// When nothing was kept for the phase (busy unset), what is left
+		// is being fetched or lent, which ends within the slot: try again
+		// after a second (a first member's seed in a worker's hands at the
+		// switch kept every joiner's gate closed until the epoch's end).
+		st0, held, sw0, waited := c.sched.At(time.Now()), c.startHold.Load(), swapped(), time.Now()
+		if !sleepCtx(ctx, 200*time.Millisecond) {
 			return
+		}
+		for st0.Phase >= 0 && held == c.startHold.Load() && sw0 == swapped() && !superseded() {
+			if !busy && time.Since(waited) >= rebalanceRetry {
+				break
+			}
+			st := c.sched.At(time.Now())
+			if st.Slot != st0.Slot || st.Phase != st0.Phase || time.Now().After(st0.RequestDeadline.Add(50*time.Millisecond)) {
+				break
+			}
+			if !sleepCtx(ctx, 100*time.Millisecond) {
+				return
+			}
 		}
 	}
 	if c.cfg.Lend {
@@ -344,11 +415,11 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		}
 	}
 	logDone("rebalance done")
-	c.setMeta(func(m *NodeMeta) { m.Settled = ring.ID() })
+	c.setMeta(func(m *membership.NodeMeta) { m.Settled = ring.ID() })
 }
 
 // setMeta changes this node's gossiped metadata.
-func (c *Cluster) setMeta(change func(*NodeMeta)) {
+func (c *Cluster) setMeta(change func(*membership.NodeMeta)) {
 	c.metaMu.Lock()
 	defer c.metaMu.Unlock()
 	change(&c.meta)
@@ -379,10 +450,13 @@ func (c *Cluster) settled() (bool, []string) {
 	return len(waiting) == 0, waiting
 }
 
-// gate holds a starting node off the phase rotation until every member is
-// settled for the member set it sees (so the fingerprints of what the
+// gate holds a starting node's own URLs (startHold), or a node back from a
+// freeze or a fence off the phase rotation (SetHold), until every member
+// is settled for the member set it sees (so the fingerprints of what the
 // others fetched for its share, e.g. while it was down, are here before it
-// fetches anything), or JoinTimeout passed.
+// fetches any URL of its frontier), or JoinTimeout passed. A starting node
+// works on its phase meanwhile, on the URLs the others lend it: their
+// owners keep those records.
 func (c *Cluster) gate(ctx context.Context) {
 	start := time.Now()
 	t := time.NewTicker(50 * time.Millisecond)
@@ -404,6 +478,9 @@ func (c *Cluster) gate(ctx context.Context) {
 			c.joining.Store(false)
 			if !c.leaving.Load() {
 				c.sched.SetHold(false)
+			}
+			if c.startHold.Swap(false) && c.cfg.Wake != nil {
+				c.cfg.Wake() // its own URLs may be fetched now
 			}
 			return
 		}
@@ -431,7 +508,7 @@ func (c *Cluster) handoff() error {
 	defer c.rebalancing.Store(false)
 	// Say so first: the members then keep what it hands off where it
 	// arrives, and move nothing to it any more.
-	c.setMeta(func(m *NodeMeta) { m.Leaving = true })
+	c.setMeta(func(m *membership.NodeMeta) { m.Leaving = true })
 	time.Sleep(c.members.PropagateWait())
 	c.update()
 	ring := c.ring.Load()
@@ -445,7 +522,7 @@ func (c *Cluster) handoff() error {
 	var err error
 	for pass := 1; ; pass++ {
 		var m moved
-		m, err = c.moveAway(ctx, ring, map[string]uint64{}, false)
+		m, err = c.moveAway(ctx, ring, map[string]uint64{}, false, false)
 		tot.add(m)
 		if err != nil || m.kept == 0 || pass == 10 || !sleepCtx(ctx, 100*time.Millisecond) {
 			break
@@ -460,14 +537,6 @@ func (c *Cluster) handoff() error {
 		return fmt.Errorf("cluster: leave hand-off (the outbox keeps what was not delivered): %w", err)
 	}
 	return nil
-}
-
-// current is the phase a node works on: -1 while it works on none.
-func current(st PhaseState) int {
-	if st.Held || st.Phase < 0 {
-		return -1
-	}
-	return st.Phase
 }
 
 // watchPhases counts and logs this node's phase swaps, and fences the node
@@ -506,7 +575,7 @@ func (c *Cluster) watchPhases(ctx context.Context) {
 		}
 		prev = now
 		st := c.sched.At(now)
-		if cur := current(st); cur != last || (cur >= 0 && st.NPhase != lastN) {
+		if cur := st.Current(); cur != last || (cur >= 0 && st.NPhase != lastN) {
 			if cur >= 0 {
 				c.swaps.Add(1)
 				c.log.Info("phase swap", "epoch", st.Epoch, "phase", cur, "nphase", st.NPhase, "members", st.Members)

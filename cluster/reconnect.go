@@ -3,38 +3,10 @@ package cluster
 import (
 	"context"
 	"math/rand/v2"
-	"slices"
 	"time"
-)
 
-// reconnectTargets returns the gossip addresses to try to join again: those
-// of the members declared dead (not those that left) less than timeout ago,
-// and, when there is any such member or no other member is alive, the
-// configured join addresses (but not the addresses of members alive).
-// memberlist never contacts a member again once it declared it dead, so
-// after a network partition heals the two sides only find each other
-// through these joins (Serf's reconnect).
-func reconnectTargets(all []Member, self, selfAddr string, join []string, now time.Time, timeout time.Duration) []string {
-	var out []string
-	alive := 0
-	aliveAddrs := []string{selfAddr}
-	for _, m := range all {
-		switch {
-		case m.Name == self:
-		case m.State == StateAlive || m.State == StateSuspect:
-			alive++
-			aliveAddrs = append(aliveAddrs, m.Gossip)
-		case m.State == StateDead && m.Gossip != "" && (timeout <= 0 || now.Sub(m.Seen) < timeout):
-			out = append(out, m.Gossip)
-		}
-	}
-	if len(out) > 0 || alive == 0 {
-		out = append(out, join...)
-	}
-	out = slices.DeleteFunc(out, func(a string) bool { return a == "" || slices.Contains(aliveAddrs, a) })
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
+)
 
 // reconnect tries, every ReconnectInterval, to join one of the members
 // declared dead (for at most ReconnectTimeout after their death) or of the
@@ -53,28 +25,16 @@ func (c *Cluster) reconnect(ctx context.Context) {
 		if c.leaving.Load() {
 			return
 		}
-		targets := reconnectTargets(c.members.All(), c.cfg.Name, c.members.Addr(), c.cfg.Join, time.Now(), c.cfg.ReconnectTimeout)
+		targets := membership.ReconnectTargets(c.members.All(), c.cfg.Name, c.members.Addr(), c.cfg.Join, time.Now(), c.cfg.ReconnectTimeout)
 		if len(targets) == 0 {
 			continue
 		}
 		target := targets[rand.IntN(len(targets))]
-		n, err := c.members.join([]string{target})
+		n, err := c.members.Join([]string{target})
 		if n > 0 {
 			c.log.Info("reconnect: contacted members", "tried", target, "answered", n)
 		} else {
 			c.log.Debug("reconnect: no member answered", "tried", target, "error", err)
 		}
 	}
-}
-
-// join contacts the gossip addresses addrs (a push/pull with each) and
-// returns how many answered; nothing once the node left.
-func (m *Members) join(addrs []string) (int, error) {
-	m.mu.Lock()
-	stopped := m.stopped
-	m.mu.Unlock()
-	if stopped {
-		return 0, nil
-	}
-	return m.ml.Join(addrs)
 }

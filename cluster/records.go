@@ -7,19 +7,43 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// Records is a node's frontier with the writes the cluster makes on it:
+// Records is the frontier the cluster layer works on, a node's
+// *frontier.Frontier: the only frontier methods the cluster calls.
+//   - Add and AddNew file the URLs received for this node (route.go,
+//     lentoutcome.go);
+//   - Get, Known, ScanSince and Phases read the waiting URLs to lend
+//     (lend.go, lendback.go);
+//   - ScanRecords reads the records another member now owns, Requeue puts
+//     back those a rebalance could not move (rebalance.go);
+//   - SetMaxPerHost sets this node's share of scope.max_pages_per_host
+//     (view.go);
+//   - Update applies the cluster's own writes (RecordWriter).
+type Records interface {
+	Add(ctx context.Context, urls []frontier.NewURL) (added int, err error)
+	AddNew(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error)
+	Get(r frontier.Ref) (frontier.Record, bool, error)
+	Known(refs []frontier.Ref) ([]bool, error)
+	ScanSince(phase int, after frontier.Cursor, limit int) ([]frontier.Record, frontier.Cursor, error)
+	ScanRecords(from frontier.Cursor, limit int, match func(fp uint64) bool) (recs []frontier.Record, next frontier.Cursor, end bool, err error)
+	Requeue(ctx context.Context, refs []frontier.Ref) error
+	Phases() int
+	SetMaxPerHost(n int)
+	Update(ctx context.Context, w frontier.Write) (int, error)
+}
+
+// RecordWriter is Records with the writes the cluster makes on them:
 // moving records in a rebalance (Claim, Remove, AddDone), keeping the
 // second copies of pages other members fetched (AddReplicas, MarkReplicas)
 // and recording the outcomes of lent URLs (SettleLent). Each is one write
-// given to frontier.Update: the frontier's single writer applies it in its
+// given to Records.Update: the frontier's single writer applies it in its
 // turn, in a group commit with the node's own writes, and it returns once
 // that commit is durable. The records' steps (frontier.Tx) keep the
 // frontier's indexes and counters consistent.
 //
-// Records is an Inserter and a DoneInserter: an exchange can file batches
-// into it directly (without the cluster's forwarding).
-type Records struct {
-	*frontier.Frontier
+// RecordWriter is an exchange.URLStore: an exchange can file batches into
+// it directly (without the cluster's forwarding).
+type RecordWriter struct {
+	Records
 }
 
 // Claim takes the records of refs out of the crawl so they can be moved to
@@ -29,7 +53,7 @@ type Records struct {
 // fetched) and unknown fingerprints are skipped. It returns the claimed
 // records with the State they had before the claim (InList, Stalled or
 // Completed).
-func (s Records) Claim(ctx context.Context, refs []frontier.Ref) ([]frontier.Record, error) {
+func (s RecordWriter) Claim(ctx context.Context, refs []frontier.Ref) ([]frontier.Record, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -57,7 +81,7 @@ func (s Records) Claim(ctx context.Context, refs []frontier.Ref) ([]frontier.Rec
 // elsewhere, each only if it is still as Claim left it (frontier.Tx.Remove).
 // It returns how many it deleted; the others (fetched in the meantime, or
 // requeued) stay.
-func (s Records) Remove(ctx context.Context, claimed []frontier.Record) (int, error) {
+func (s RecordWriter) Remove(ctx context.Context, claimed []frontier.Record) (int, error) {
 	if len(claimed) == 0 {
 		return 0, nil
 	}
@@ -80,7 +104,7 @@ func (s Records) Remove(ctx context.Context, claimed []frontier.Record) (int, er
 // once their owner has been sent them: this node keeps them as the second
 // copy, and a later rebalance does not send them again. Records no longer
 // COMPLETED are left alone. It returns how many it relabelled.
-func (s Records) MarkReplicas(ctx context.Context, refs []frontier.Ref) (int, error) {
+func (s RecordWriter) MarkReplicas(ctx context.Context, refs []frontier.Ref) (int, error) {
 	if len(refs) == 0 {
 		return 0, nil
 	}
@@ -106,7 +130,7 @@ func (s Records) MarkReplicas(ctx context.Context, refs []frontier.Ref) (int, er
 // STALLED record is completed, a COMPLETED one may take the sent due time,
 // an IN_PROGRESS one is left alone). It returns how many records it
 // inserted or completed, once durable.
-func (s Records) AddDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
+func (s RecordWriter) AddDone(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return s.addCompleted(ctx, "add done", urls, frontier.ReasonMoved)
 }
 
@@ -114,11 +138,11 @@ func (s Records) AddDone(ctx context.Context, urls []frontier.NewURL) (int, erro
 // here as the second copy (frontier.ReasonReplica): like AddDone, but a
 // replica counts against no host's MaxPerHost here, and a COMPLETED record
 // takes the sent due time (the owner's next revisit) as it is.
-func (s Records) AddReplicas(ctx context.Context, urls []frontier.NewURL) (int, error) {
+func (s RecordWriter) AddReplicas(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return s.addCompleted(ctx, "add replicas", urls, frontier.ReasonReplica)
 }
 
-func (s Records) addCompleted(ctx context.Context, name string, urls []frontier.NewURL, reason string) (int, error) {
+func (s RecordWriter) addCompleted(ctx context.Context, name string, urls []frontier.NewURL, reason string) (int, error) {
 	if len(urls) == 0 {
 		return 0, nil
 	}
@@ -137,6 +161,14 @@ func (s Records) addCompleted(ctx context.Context, name string, urls []frontier.
 	}})
 }
 
+// Barrier returns once every write submitted to the frontier before it
+// is committed (the writer applies writes in order): a read after it sees
+// them, the scheduler's asynchronous IN_PROGRESS marks included.
+func (s RecordWriter) Barrier(ctx context.Context) error {
+	_, err := s.Update(ctx, frontier.Write{Name: "barrier", Apply: func(*frontier.Tx) (int, error) { return 0, nil }})
+	return err
+}
+
 // SettleLent records the results of URLs of this frontier that another
 // node fetched on its behalf (the cluster lends a waiting URL to the member
 // that works on its host's phase now, and keeps the record here): an
@@ -150,7 +182,7 @@ func (s Records) addCompleted(ctx context.Context, name string, urls []frontier.
 // fingerprints are left alone. It returns, for each result, whether it
 // was recorded. A result the frontier cannot record (frontier.Result.Check)
 // is an error, and nothing is written.
-func (s Records) SettleLent(ctx context.Context, rs []frontier.Result) ([]bool, error) {
+func (s RecordWriter) SettleLent(ctx context.Context, rs []frontier.Result) ([]bool, error) {
 	if len(rs) == 0 {
 		return nil, nil
 	}

@@ -10,15 +10,23 @@ import (
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
-// openRecords opens a frontier in a temporary directory as Records.
-func openRecords(t *testing.T) Records {
+// testRecords is a frontier with the cluster's writes on it through
+// Records: the tests set records up and read them with the frontier's
+// own methods.
+type testRecords struct {
+	*frontier.Frontier
+	RecordWriter
+}
+
+// openRecords opens a frontier in a temporary directory.
+func openRecords(t *testing.T) testRecords {
 	t.Helper()
 	f, err := frontier.Open(frontier.Options{Path: filepath.Join(t.TempDir(), "frontier.db"), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	return Records{Frontier: f}
+	return testRecords{Frontier: f, RecordWriter: RecordWriter{Records: f}}
 }
 
 func getRecord(t *testing.T, f Records, url string) frontier.Record {

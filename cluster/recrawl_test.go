@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -53,7 +54,7 @@ func TestRebalanceCarriesDue(t *testing.T) {
 		want[u] = r.Due
 	}
 
-	check := func(who string, f *frontier.Frontier, owner string, ring *Ring) (completed, queued int) {
+	check := func(who string, f *frontier.Frontier, owner string, ring *ring.Ring) (completed, queued int) {
 		t.Helper()
 		for u, r := range records(t, f) {
 			if o := ring.Owner(r.FP); o != owner && r.Reason != frontier.ReasonReplica {
@@ -73,8 +74,8 @@ func TestRebalanceCarriesDue(t *testing.T) {
 	}
 	b := startTestCluster(t, "b", a.c.Members().Addr())
 	b.fetching(t)
-	ring := NewRing([]string{"a", "b"})
-	bc, bq := check("b", b.f, "b", ring)
+	both := ring.New([]string{"a", "b"})
+	bc, bq := check("b", b.f, "b", both)
 	if bc == 0 || bq == 0 || b.f.Revisits() != int64(bq) {
 		t.Fatalf("b got %d COMPLETED and %d queued revisits (frontier counts %d)", bc, bq, b.f.Revisits())
 	}
@@ -82,7 +83,7 @@ func TestRebalanceCarriesDue(t *testing.T) {
 		t.Fatalf("b's due index: %v %v", next, ok)
 	}
 	b.close(t)
-	ac, aq := check("a", a.f, "a", NewRing([]string{"a"}))
+	ac, aq := check("a", a.f, "a", ring.New([]string{"a"}))
 	if ac != 200 || aq != 200 || a.f.Revisits() != 200 {
 		t.Fatalf("after b's hand-off a holds %d COMPLETED and %d queued revisits (frontier counts %d)", ac, aq, a.f.Revisits())
 	}

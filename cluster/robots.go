@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 // robots.txt is per-host state that the whole cluster shares: the phases
@@ -19,20 +20,20 @@ import (
 // after the original fetch on every member.
 
 // RobotsCache takes the robots.txt records other members fetched
-// (*fetch.Robots implements it).
+// (*robots.Cache implements it).
 type RobotsCache interface {
-	Import(fetch.RobotsRecord)
+	Import(robots.Record)
 }
 
 // maxRobotsBody: a longer canonical robots.txt is not shared (every member
 // then fetches its own copy).
-const maxRobotsBody = MaxEntryURL - 32
+const maxRobotsBody = exchange.MaxEntryURL - 32
 
 // ShareRobots implements node.Router: it files rec, a robots.txt this node
 // fetched, under every other member and sends it at once. Failures are
 // logged: a member without the record fetches its own copy.
-func (c *Cluster) ShareRobots(rec fetch.RobotsRecord) {
-	if len(rec.Body) > maxRobotsBody || rec.Key == "" || len(rec.Key) > MaxEntryHost {
+func (c *Cluster) ShareRobots(rec robots.Record) {
+	if len(rec.Body) > maxRobotsBody || rec.Key == "" || len(rec.Key) > exchange.MaxEntryHost {
 		return
 	}
 	u := frontier.NewURL{Host: rec.Key, Depth: min(max(rec.Status, 0), 999),
@@ -43,7 +44,7 @@ func (c *Cluster) ShareRobots(rec fetch.RobotsRecord) {
 		if peer == c.cfg.Name {
 			continue
 		}
-		if err := c.outbox.put(ctx, peer, KindRobots, []frontier.NewURL{u}); err != nil {
+		if err := c.outbox.PutKind(ctx, peer, exchange.KindRobots, []frontier.NewURL{u}); err != nil {
 			c.log.Warn("cannot share a robots.txt with a member: it will fetch its own", "member", peer, "error", err)
 			continue
 		}
@@ -64,7 +65,7 @@ func (c *Cluster) importRobots(urls []frontier.NewURL) int {
 			c.log.Warn("dropping a malformed robots.txt record from a member")
 			continue
 		}
-		c.cfg.Robots.Import(fetch.RobotsRecord{Key: u.Host, Status: u.Depth, Body: body, Fetched: time.UnixMilli(t)})
+		c.cfg.Robots.Import(robots.Record{Key: u.Host, Status: u.Depth, Body: body, Fetched: time.UnixMilli(t)})
 		n++
 	}
 	return n

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -30,7 +32,7 @@ func (c *Cluster) ShareSeedHosts(ctx context.Context, hosts []string) error {
 		if peer == c.cfg.Name {
 			continue
 		}
-		if err := c.outbox.put(ctx, peer, KindScope, scopeEntries(hosts)); err != nil {
+		if err := c.outbox.PutKind(ctx, peer, exchange.KindScope, scopeEntries(hosts)); err != nil {
 			return fmt.Errorf("cluster: share seed hosts with %s: %w", peer, err)
 		}
 	}
@@ -40,7 +42,7 @@ func (c *Cluster) ShareSeedHosts(ctx context.Context, hosts []string) error {
 func scopeEntries(hosts []string) []frontier.NewURL {
 	es := make([]frontier.NewURL, 0, len(hosts))
 	for _, h := range hosts {
-		if h != "" && len(h) <= MaxEntryHost {
+		if h != "" && len(h) <= exchange.MaxEntryHost {
 			es = append(es, frontier.NewURL{Host: h})
 		}
 	}
@@ -80,7 +82,7 @@ func (c *Cluster) shareScopeWith(peers []string) {
 	for _, peer := range peers {
 		// update runs on the follow goroutine; the outbox write is local
 		// and bounded by the cluster's lifetime.
-		if err := c.outbox.put(context.Background(), peer, KindScope, es); err != nil {
+		if err := c.outbox.PutKind(context.Background(), peer, exchange.KindScope, es); err != nil {
 			c.log.Error("cannot share the seed hosts with a member: links it finds to them count as out of scope", "member", peer, "error", err)
 		}
 	}
@@ -88,7 +90,7 @@ func (c *Cluster) shareScopeWith(peers []string) {
 
 // newlyAlive returns the members of alive (other than this node) that were
 // not alive at the previous call, and remembers alive.
-func (c *Cluster) newlyAlive(alive []Member) []string {
+func (c *Cluster) newlyAlive(alive []membership.Member) []string {
 	c.scopeMu.Lock()
 	defer c.scopeMu.Unlock()
 	now := make(map[string]int64, len(alive))
@@ -108,7 +110,7 @@ func (c *Cluster) newlyAlive(alive []Member) []string {
 }
 
 // checkScope refuses members whose scope settings differ from this node's.
-func checkScope(self string, digest string, members []Member) error {
+func checkScope(self string, digest string, members []membership.Member) error {
 	for _, m := range members {
 		if m.Name == self || m.Scope == "" || digest == "" || m.Scope == digest {
 			continue

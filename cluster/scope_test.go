@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
@@ -103,7 +105,7 @@ func TestSeedHostsDroppedForGoneMember(t *testing.T) {
 	b.fetching(t)
 	b.kill(t)
 	wait.For(t, 20*time.Second, "a sees b gone", func() bool { return len(a.c.members.Alive()) == 1 })
-	if err := a.c.outbox.put(context.Background(), "b", KindScope, scopeEntries([]string{"x.test"})); err != nil {
+	if err := a.c.outbox.PutKind(context.Background(), "b", exchange.KindScope, scopeEntries([]string{"x.test"})); err != nil {
 		t.Fatal(err)
 	}
 	a.c.x.Kick()
@@ -125,8 +127,9 @@ func TestScopeDigestMismatchRefused(t *testing.T) {
 	defer f.Close()
 	_, err = Start(NodeConfig{
 		Name: "b", Gossip: "127.0.0.1:0", Join: []string{a.c.members.Addr()}, Key: testKey, Exchange: "127.0.0.1:0",
-		Outbox: dir + "/outbox.db", Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
-		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second,
+		Outbox: dir + "/outbox.db", Tune: membership.FastTimings, NoSync: true,
+		Phasing:     Phasing{Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond, Columns: 1999},
+		Timeouts:    Timeouts{LeaveTimeout: time.Second},
 		ScopeDigest: ScopeDigestOf(config.Scope{MaxDepth: 4}),
 	}, f, testLogger())
 	if err == nil || !strings.Contains(err.Error(), "scope.max_depth") || !strings.Contains(err.Error(), "member a") {
@@ -202,19 +205,19 @@ func TestScopeDigestPoliteness(t *testing.T) {
 }
 
 func TestScopeEntryCodec(t *testing.T) {
-	ok := Entry{Kind: KindScope, NewURL: frontier.NewURL{Host: "example.org"}}
-	b := EncodeBatch(Batch{ID: 7, Entries: []Entry{ok}})
-	got, err := DecodeBatch(b)
+	ok := exchange.Entry{Kind: exchange.KindScope, NewURL: frontier.NewURL{Host: "example.org"}}
+	b := exchange.EncodeBatch(exchange.Batch{ID: 7, Entries: []exchange.Entry{ok}})
+	got, err := exchange.DecodeBatch(b)
 	if err != nil || len(got.Entries) != 1 || got.Entries[0] != ok {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
-	for _, bad := range []Entry{
-		{Kind: KindScope},
-		{Kind: KindScope, NewURL: frontier.NewURL{Host: "example.org", URL: "http://example.org/"}},
-		{Kind: KindNew, NewURL: frontier.NewURL{Host: "example.org"}},
+	for _, bad := range []exchange.Entry{
+		{Kind: exchange.KindScope},
+		{Kind: exchange.KindScope, NewURL: frontier.NewURL{Host: "example.org", URL: "http://example.org/"}},
+		{Kind: exchange.KindNew, NewURL: frontier.NewURL{Host: "example.org"}},
 	} {
-		if err := checkEntry(bad); err == nil {
-			t.Errorf("checkEntry(%+v) = nil, want an error", bad)
+		if err := bad.Valid(); err == nil {
+			t.Errorf("Valid(%+v) = nil, want an error", bad)
 		}
 	}
 }

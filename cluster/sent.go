@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync/atomic"
 
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -25,18 +26,18 @@ type sentFilter struct {
 }
 
 type sentTable struct {
-	ring  *Ring
+	ring  *ring.Ring
 	slots [sentSlots]atomic.Uint64
 }
 
-func newSentFilter(ring *Ring) *sentFilter {
+func newSentFilter(ring *ring.Ring) *sentFilter {
 	f := &sentFilter{}
 	f.reset(ring)
 	return f
 }
 
 // reset starts an empty table for ring.
-func (f *sentFilter) reset(ring *Ring) { f.t.Store(&sentTable{ring: ring}) }
+func (f *sentFilter) reset(ring *ring.Ring) { f.t.Store(&sentTable{ring: ring}) }
 
 // plain reports whether u says no more than its address and depth: only
 // such URLs are left out once filed (a sitemap's lastmod, a redirect count
@@ -47,14 +48,14 @@ func plain(u frontier.NewURL) bool {
 
 // seen reports whether fp was marked for ring since its table started
 // (false negatives when another fingerprint took its slot).
-func (f *sentFilter) seen(ring *Ring, fp uint64) bool {
+func (f *sentFilter) seen(ring *ring.Ring, fp uint64) bool {
 	t := f.t.Load()
 	return fp != 0 && t.ring == ring && t.slots[fp&(sentSlots-1)].Load() == fp
 }
 
 // mark remembers fp as filed for its owner under ring; nothing when the
 // table is another ring's.
-func (f *sentFilter) mark(ring *Ring, fp uint64) {
+func (f *sentFilter) mark(ring *ring.Ring, fp uint64) {
 	if t := f.t.Load(); t.ring == ring {
 		t.slots[fp&(sentSlots-1)].Store(fp)
 	}

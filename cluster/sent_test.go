@@ -7,17 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
 func TestSentFilter(t *testing.T) {
-	r1, r2 := NewRing([]string{"a", "b"}), NewRing([]string{"a", "b", "c"})
+	r1, r2 := ring.New([]string{"a", "b"}), ring.New([]string{"a", "b", "c"})
 	f := newSentFilter(r1)
 	const a, b = uint64(12345), uint64(12345 + sentSlots) // same slot
 	steps := []struct {
 		name         string
 		do           func()
-		ring         *Ring
+		ring         *ring.Ring
 		wantA, wantB bool
 	}{
 		{"empty", func() {}, r1, false, false},
@@ -65,7 +67,7 @@ func TestRouteForeignFilesAURLOnce(t *testing.T) {
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
 	defer ob.Close()
 	c := &Cluster{cfg: NodeConfig{Name: "a"}, outbox: ob}
-	c.ring.Store(NewRing([]string{"a", "b"}))
+	c.ring.Store(ring.New([]string{"a", "b"}))
 	c.sent = newSentFilter(c.ring.Load())
 	var urls []frontier.NewURL
 	foreign := 0
@@ -95,7 +97,7 @@ func TestRouteForeignFilesAURLOnce(t *testing.T) {
 				t.Fatalf("RouteForeign changed its argument at %d", i)
 			}
 		}
-		return ob.pending("b")
+		return ob.Pending()["b"]
 	}
 	if got := route(urls); got != foreign {
 		t.Fatalf("first pass: %d filed for b, want %d", got, foreign)
@@ -115,43 +117,22 @@ func TestRouteForeignFilesAURLOnce(t *testing.T) {
 	if _, err := c.RouteForeign(ctx, []frontier.NewURL{redirect}); err != nil {
 		t.Fatal(err)
 	}
-	if got := ob.pending("b"); got != foreign+1 {
+	if got := ob.Pending()["b"]; got != foreign+1 {
 		t.Fatalf("after a redirect: %d filed for b, want %d", got, foreign+1)
 	}
 	// The members changed: owners may have too, so everything is filed again.
-	c.ring.Store(NewRing([]string{"a", "b"}))
+	c.ring.Store(ring.New([]string{"a", "b"}))
 	c.sent.reset(c.ring.Load())
 	if got := route(urls); got != 2*foreign+1 {
 		t.Fatalf("after a member change: %d filed for b, want %d", got, 2*foreign+1)
 	}
 }
 
-// TestOutboxGather: writes that arrive within Gather of each other share
-// one commit (one fsync).
-func TestOutboxGather(t *testing.T) {
-	ob, err := OpenOutbox(OutboxConfig{Path: filepath.Join(t.TempDir(), "o.db"), Gather: time.Second, NoSync: true, Logger: quietLogger()})
+func openTestOutbox(t *testing.T, path string) *exchange.Outbox {
+	t.Helper()
+	ob, err := exchange.OpenOutbox(exchange.OutboxConfig{Path: path, NoSync: true, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ob.Close()
-	before := ob.commits.Load()
-	const n = 20
-	errs := make(chan error, n)
-	for i := range n {
-		go func() { errs <- ob.Put(context.Background(), "p", testURLs(fmt.Sprintf("g%d", i), 10)) }()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := ob.commits.Load() - before; got > 2 {
-		t.Errorf("%d puts made %d commits, want them gathered in at most 2", n, got)
-	}
-	if ob.Len() != n*10 {
-		t.Errorf("len %d, want %d", ob.Len(), n*10)
-	}
-	if _, err := OpenOutbox(OutboxConfig{Path: filepath.Join(t.TempDir(), "bad.db"), Gather: 2 * time.Second}); err == nil {
-		t.Error("gather=2s accepted, want an error naming gather")
-	}
+	return ob
 }

@@ -157,10 +157,13 @@ type Cluster struct {
 	PhaseDuration time.Duration `yaml:"phase_duration"`
 	// Guard is the longest allowed request: no new request starts this long
 	// (plus twice the clock uncertainty) before a phase swap. Default 0 =
-	// auto: min(1s, phase_duration/4) (see PhaseGuard); valid 0..phase_duration/2.
-	// Besides, a worker stops a host early when twice its expected response
-	// time does not fit before the swap, so the guard only covers an answer
-	// much slower than the host's (or, for a new host, the node's) recent ones.
+	// auto: min(250ms, phase_duration/4) (see PhaseGuard); valid 0..phase_duration/2.
+	// Besides, a worker stops a host early when four times its expected
+	// response time does not fit before the swap, so the guard only covers
+	// an answer much slower than the host's (or, for a new host, the
+	// node's) recent ones. Every member's guard falls at the same time,
+	// and the whole cluster starts no request in it: 1s left a big site
+	// idle for a second at every swap.
 	Guard time.Duration `yaml:"guard"`
 	// NTP lists NTP servers (host or host:port) for the cluster clock. Empty: the local clock.
 	NTP []string `yaml:"ntp"`
@@ -226,12 +229,12 @@ type Cluster struct {
 // Enabled reports whether the node joins a cluster (cluster.gossip is set).
 func (c Cluster) Enabled() bool { return strings.TrimSpace(c.Gossip) != "" }
 
-// PhaseGuard returns cluster.guard, or min(1s, phase_duration/4) when it is 0 (auto).
+// PhaseGuard returns cluster.guard, or min(250ms, phase_duration/4) when it is 0 (auto).
 func (c Cluster) PhaseGuard() time.Duration {
 	if c.Guard > 0 {
 		return c.Guard
 	}
-	return min(time.Second, c.PhaseDuration/4)
+	return min(250*time.Millisecond, c.PhaseDuration/4)
 }
 
 // ExchangeAddr returns cluster.exchange, or its default derived from cluster.gossip.
@@ -555,7 +558,7 @@ type Log struct {
 }
 
 // defaultStripParams is scope.canonical.strip_params by default; the same
-// list as fetch.DefaultStripParams (config does not import fetch).
+// list as urlscope.DefaultStripParams (config does not import urlscope).
 var defaultStripParams = []string{
 	"jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*", "cfid", "cftoken",
 	"utm_*", "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "igshid", "_hsenc", "_hsmi", "mtm_*", "pk_campaign", "pk_kwd",

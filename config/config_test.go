@@ -126,10 +126,13 @@ func TestPrecedence(t *testing.T) {
 			if !k.Enabled() || len(k.Join) != 3 || k.Phases != 4 || k.PhaseDuration != 2*time.Second || len(k.NTP) != 2 || k.KeyFile != "k" {
 				return "cluster flags not applied"
 			}
-			if k.PhaseGuard() != 500*time.Millisecond {
+			if k.PhaseGuard() != 250*time.Millisecond {
 				return "auto guard: " + k.PhaseGuard().String()
 			}
-			if g := Default().Cluster.PhaseGuard(); g != time.Second {
+			if g := (Cluster{PhaseDuration: 800 * time.Millisecond}).PhaseGuard(); g != 200*time.Millisecond {
+				return "auto guard of 800ms phases: " + g.String()
+			}
+			if g := Default().Cluster.PhaseGuard(); g != 250*time.Millisecond {
 				return "auto guard of the shipped 30s phases: " + g.String()
 			}
 			if k.ExchangeAddr() != "127.0.0.2:7947" {

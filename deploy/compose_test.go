@@ -509,12 +509,13 @@ func TestComposeCluster(t *testing.T) {
 	crawl := func(members []string, before map[string]int64, want int) map[string]int64 {
 		t.Helper()
 		got := map[string]int64{}
-		deadline := time.Now().Add(2 * time.Minute)
-		for seen := 0; seen < 3; {
-			if time.Now().After(deadline) {
+		waited := false
+		defer func() {
+			if !waited { // the wait failed
 				dumpLogs()
-				t.Fatalf("crawl on %v not done within 2 minutes: %v (want %d new pages)", members, got, want)
 			}
+		}()
+		wait.Steady(t, 2*time.Minute, 600*time.Millisecond, fmt.Sprintf("crawl on %v done", members), func() (bool, string) {
 			all := true
 			var total int64
 			for _, n := range members {
@@ -528,13 +529,9 @@ func TestComposeCluster(t *testing.T) {
 					all = false
 				}
 			}
-			if all && total >= int64(want) {
-				seen++
-			} else {
-				seen = 0
-			}
-			time.Sleep(300 * time.Millisecond)
-		}
+			return all && total >= int64(want), fmt.Sprintf("%v (want %d new pages)", got, want)
+		})
+		waited = true
 		var total int64
 		for _, v := range got {
 			total += v

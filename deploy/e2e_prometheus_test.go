@@ -294,17 +294,10 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 	}
 	seeded := time.Now()
 	polls := map[string][]statusPoll{}
-	var finished time.Time
-	for doneSeen := 0; doneSeen < 3; {
-		if time.Since(seeded) > 2*time.Minute {
-			for _, n := range ns {
-				var st nodeStatus
-				_ = getJSON(ctx, "http://"+n.api+"/v1/status", &st)
-				t.Logf("%s: %+v", n.name, st)
-			}
-			t.Fatalf("crawl not done 2 minutes after the seeds")
-		}
+	var finished time.Time // when the polls began to see the crawl done
+	wait.Steady(t, 2*time.Minute-time.Since(seeded), 200*time.Millisecond, "crawl done after the seeds", func() (bool, string) {
 		all := true
+		var state []string
 		for _, n := range ns {
 			var st nodeStatus
 			start := time.Now()
@@ -315,17 +308,16 @@ func TestPrometheusScrapesCluster(t *testing.T) {
 			if !st.Done || st.outboxLen() > 0 {
 				all = false
 			}
+			state = append(state, fmt.Sprintf("%s: %+v", n.name, st))
 		}
-		if all {
-			if doneSeen == 0 {
-				finished = time.Now()
-			}
-			doneSeen++
-		} else {
-			doneSeen = 0
+		switch {
+		case !all:
+			finished = time.Time{}
+		case finished.IsZero():
+			finished = time.Now()
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return all, strings.Join(state, "; ")
+	})
 	final := map[string]nodeStatus{}
 	var total int64
 	for _, n := range ns {

@@ -93,7 +93,7 @@ func TestBodyBudgetQueue(t *testing.T) {
 // larger than the body ("short"). Each body pauses half way, so that
 // concurrent fetches overlap.
 func budgetServer(t *testing.T) (*httptest.Server, func(kind string, size int) []byte) {
-	return budgetServerGated(t, func() { time.Sleep(10 * time.Millisecond) })
+	return budgetServerGated(t, func() { time.Sleep(10 * time.Millisecond) }) // a slow body: the fetches overlap
 }
 
 // budgetServerGated is budgetServer with gate called half way through each
@@ -193,7 +193,9 @@ func spoolFiles(t *testing.T, dir string) int {
 func TestFetchBodyBudget(t *testing.T) {
 	// Every body stops half way until some fetch has waited or spooled
 	// (at most 5 s): the fetches' shares are all held meanwhile, so the
-	// budget must make the others wait or spool.
+	// budget must make the others wait or spool. The gate polls in the
+	// server's handlers, not the test's goroutine, and its time limit
+	// is no failure (the assertions below are), hence no wait.For.
 	var budget atomic.Pointer[BodyBudget]
 	srv, want := budgetServerGated(t, func() {
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {

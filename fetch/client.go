@@ -1,3 +1,13 @@
+// Package fetch is the HTTP exchange: a Client sends one GET (or a
+// conditional one) over a kept-alive connection per host (conn.go), through
+// a proxy if one is set (proxy.go), refuses private addresses (guard.go)
+// unless a --resolve rule names them (resolve.go), bounds and paces the
+// bodies it reads and holds in memory (limit.go, budget.go), and returns
+// the Response with an ErrorKind for its failure; HostUnreachable tells a
+// host's failure from a URL's. FromRecord rebuilds a Response from its
+// WARC record (record.go). Its subpackages: dnscache, the DNS cache a
+// Client resolves through (ClientConfig.Resolver), and archive, the WARC
+// files, CDXJ index and crawl log that keep the exchanges.
 package fetch
 
 import (
@@ -22,6 +32,7 @@ import (
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 // ClientConfig configures the HTTP client. Zero fields are not defaults: start from
@@ -745,7 +756,7 @@ var ErrorKinds = []string{"timeout", "too_slow", "dns", "conn_refused", "conn_re
 
 // ErrorKind classifies a Fetch error: "timeout", "too_slow" (ErrTooSlow), "dns",
 // "conn_refused", "conn_reset", "private_address", "tls", "canceled", "bad_url",
-// "http_5xx" (a robots.txt answered 5xx or 429: ErrRobotsStatus), "proxy" (ErrProxy)
+// "http_5xx" (a robots.txt answered 5xx or 429: robots.ErrStatus), "proxy" (ErrProxy)
 // or "other"; "" for nil.
 // Bodies over MaxBodySize are not errors (Response.Truncated).
 func ErrorKind(err error) string {
@@ -769,7 +780,7 @@ func ErrorKind(err error) string {
 		return "bad_url"
 	case errors.Is(err, ErrTooSlow):
 		return "too_slow"
-	case errors.Is(err, ErrRobotsStatus):
+	case errors.Is(err, robots.ErrStatus):
 		return "http_5xx"
 	case errors.Is(err, ErrProxy):
 		return "proxy"

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 func testClientConfig() ClientConfig {
@@ -554,7 +556,7 @@ func TestErrorKindTable(t *testing.T) {
 		{wrapURL(tls.AlertError(40)), "tls"},
 		{fmt.Errorf("a: %w", ErrBadURL), "bad_url"},
 		{fmt.Errorf("x: %w", ErrTooSlow), "too_slow"},
-		{fmt.Errorf("robots: HTTP 503: %w: %w", ErrRobotsUnavailable, ErrRobotsStatus), "http_5xx"},
+		{fmt.Errorf("robots: HTTP 503: %w: %w", robots.ErrUnavailable, robots.ErrStatus), "http_5xx"},
 		{errors.New("something else"), "other"},
 	}
 	for i, tt := range tests {

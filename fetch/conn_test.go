@@ -212,7 +212,6 @@ func TestFetchUnsolicitedData(t *testing.T) {
 	if r, err := c.Fetch(clientTestCtx(t), srv.url("/")); err != nil || string(r.Body) != "a" {
 		t.Fatalf("%v %+v", err, r)
 	}
-	time.Sleep(20 * time.Millisecond)
 	if r, err := c.Fetch(clientTestCtx(t), srv.url("/")); err != nil || string(r.Body) != "good" {
 		t.Fatalf("second: %v %q", err, r.Body)
 	}

@@ -68,8 +68,8 @@ func TestHostUnreachable(t *testing.T) {
 		{name: "bad chunking", answer: write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot a chunk\r\n"), kind: "other"},
 		{name: "reset after the headers", answer: func(c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npartial")
-			time.Sleep(50 * time.Millisecond)
-			c.(*net.TCPConn).SetLinger(0) // RST on close
+			time.Sleep(50 * time.Millisecond) // the reset comes a moment after the part, as from a peer that died mid-body
+			c.(*net.TCPConn).SetLinger(0)     // RST on close
 		}, kind: "conn_reset"},
 		{name: "body too slow", answer: func(c net.Conn) {
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n")
@@ -77,7 +77,7 @@ func TestHostUnreachable(t *testing.T) {
 				if _, err := io.WriteString(c, "x"); err != nil {
 					return
 				}
-				time.Sleep(50 * time.Millisecond)
+				time.Sleep(50 * time.Millisecond) // the drip: a byte every 50 ms
 			}
 		}, kind: "too_slow"},
 		{name: "endless 100 Continue", answer: func(c net.Conn) {
@@ -85,7 +85,7 @@ func TestHostUnreachable(t *testing.T) {
 				if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 					return
 				}
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // the pace of a peer that stalls with 100s
 			}
 		}, kind: "timeout"},
 		{name: "huge headers", answer: func(c net.Conn) {
@@ -103,10 +103,10 @@ func TestHostUnreachable(t *testing.T) {
 				if _, err := c.Write([]byte{b}); err != nil {
 					return
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the drip: a header byte every 20 ms
 			}
 		}, kind: "timeout"},
-		{name: "silent after accept", answer: func(c net.Conn) { time.Sleep(2 * time.Second) }, kind: "timeout"},
+		{name: "silent after accept", answer: func(c net.Conn) { time.Sleep(2 * time.Second) /* a peer that says nothing */ }, kind: "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

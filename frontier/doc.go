@@ -52,7 +52,7 @@
 // URLs of its host it takes for the same trip), which returns a Pending
 // without waiting; Wait makes it a synchronous call. The Frontier's methods
 // are what one node needs. Writes another package defines (the cluster's:
-// rebalance moves, replicas, lent outcomes, in cluster.Records) are given
+// rebalance moves, replicas, lent outcomes, in cluster.RecordWriter) are given
 // to Update as a Write, applied by the same writer in the same group
 // commits, through Tx: record-level steps that keep the indexes and
 // counters consistent (tx.go).

@@ -84,6 +84,7 @@ type Frontier struct {
 	cerr   error
 
 	beforeCommit atomic.Pointer[func()] // SetBeforeCommit
+	fault        atomic.Pointer[Fault]  // SetFault
 	undurable    atomic.Int64           // results put back to IN_LIST (Result.Durable), for Undurable
 	dueFilter    atomic.Pointer[DueFilter]
 	revisits     atomic.Int64 // mirror of the persisted mRevisits
@@ -113,6 +114,22 @@ func (f *Frontier) SetBeforeCommit(fn func()) {
 		return
 	}
 	f.beforeCommit.Store(&fn)
+}
+
+// Fault, when set (SetFault), is asked in each write transaction that
+// records callers' changes, after they are applied: an error it returns
+// fails the commit as the file system would (ENOSPC), and nothing of the
+// transaction is written (fault injection, for tests of what depends on
+// the frontier's write errors).
+type Fault func() error
+
+// SetFault sets the fault asked in each write transaction (nil: none).
+func (f *Frontier) SetFault(fn Fault) {
+	if fn == nil {
+		f.fault.Store(nil)
+		return
+	}
+	f.fault.Store(&fn)
 }
 
 // Undurable returns how many fetch results have been put back to IN_LIST

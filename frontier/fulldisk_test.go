@@ -110,3 +110,36 @@ func TestCommitNoSpace(t *testing.T) {
 		t.Fatalf("reopened: %+v, want %+v", got, want)
 	}
 }
+
+// TestFaultFailsCommit: a write transaction the fault fails (SetFault)
+// is answered with the fault's error and leaves nothing, as a full disk
+// does (TestCommitNoSpace); without the fault the same write commits.
+func TestFaultFailsCommit(t *testing.T) {
+	f := open(t, nil)
+	urls := gen("f", 3, 30)
+	if _, err := f.Add(ctx, urls); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.MarkInProgress(ctx, refsOf(urls[:10])); err != nil {
+		t.Fatal(err)
+	}
+	before := f.Counts()
+	nospace := &os.PathError{Op: "write", Path: "frontier.db", Err: syscall.ENOSPC}
+	f.SetFault(func() error { return nospace })
+	if err := f.Requeue(ctx, refsOf(urls[:10])); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("requeue with the fault: %v, want ENOSPC", err)
+	}
+	if got := f.Counts(); got != before {
+		t.Fatalf("a failed commit was counted: %+v, want %+v", got, before)
+	}
+	if r, _, err := f.Get(RefOf(urls[0].URL)); err != nil || r.State != InProgress {
+		t.Fatalf("%+v %v: want IN_PROGRESS still", r, err)
+	}
+	f.SetFault(nil)
+	if err := f.Requeue(ctx, refsOf(urls[:10])); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Counts(); got.InProgress != 0 || got.InList != int64(len(urls)) {
+		t.Fatalf("after the fault: %+v, want every URL IN_LIST", got)
+	}
+}

@@ -16,9 +16,11 @@ type Guest struct {
 	// Lender is the member that lent it (its owner when it lent it), which
 	// keeps the record: the outcome goes back to it.
 	Lender string
-	// Epoch is the epoch the URL was lent for; Until the local time at
-	// which the holder's phase in that epoch ends.
-	Epoch int64
+	// Slot names the phase slot the URL was lent for (the cluster time, unix
+	// ns, at which the slot began: an epoch holds more than one when the
+	// member list switches inside it); Until is the local time at which the
+	// holder's phase in that slot ends.
+	Slot  int64
 	Until time.Time
 }
 

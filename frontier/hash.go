@@ -7,7 +7,7 @@ import (
 )
 
 // Fingerprint is the 64-bit identity of a URL: xxhash64 of its normalized
-// form (fetch.Normalize). The frontier deduplicates on it.
+// form (urlscope.Normalize). The frontier deduplicates on it.
 func Fingerprint(normalizedURL string) uint64 {
 	return xxhash.Sum64String(normalizedURL)
 }

@@ -207,6 +207,9 @@ func TestClose(t *testing.T) {
 			}
 		})
 	}
+	// Close while the Adds are under way: some in the batch (BatchDelay
+	// holds it 50 ms), some not yet begun. The moment is the point; no
+	// state to wait for.
 	time.Sleep(5 * time.Millisecond)
 	if err := f.Close(); err != nil {
 		t.Fatal(err)

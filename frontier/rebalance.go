@@ -30,7 +30,7 @@ import (
 // puts back to IN_LIST like any other: the next rebalance moves them again
 // (the receiver deduplicates). Requeue undoes a claim whose step 3 failed.
 // The receiving node stores moved COMPLETED records with Tx.AddCompleted.
-// The writes themselves are the cluster's (cluster.Records), made with
+// The writes themselves are the cluster's (cluster.RecordWriter), made with
 // Update; the steps of a record are here, in tx.go.
 
 // claimMarker ends the value of a running entry written by claim (seq,

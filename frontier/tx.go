@@ -8,7 +8,7 @@ import (
 // Writes defined outside the store. The frontier's own methods are what
 // one node needs; the cluster's operations on the records (moving them in
 // a rebalance, keeping replicas, recording the outcomes of lent URLs) are
-// writes the cluster package defines (cluster.Records) and hands to Update.
+// writes the cluster package defines (cluster.RecordWriter) and hands to Update.
 // They go through the same single writer as every other write, share its
 // group commits, and see the records through Tx, whose steps keep the
 // queue, the running and retry entries, the due index and the counters

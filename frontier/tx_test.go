@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// claim claims the records of refs in one Update (as cluster.Records.Claim).
+// claim claims the records of refs in one Update (as cluster.RecordWriter.Claim).
 func claim(f *Frontier, refs []Ref) ([]Record, error) {
 	var out []Record
 	_, err := f.Update(ctx, Write{Name: "claim", Items: len(refs), Apply: func(tx *Tx) (int, error) {
@@ -26,7 +26,7 @@ func claim(f *Frontier, refs []Ref) ([]Record, error) {
 	return out, err
 }
 
-// remove removes claimed records in one Update (as cluster.Records.Remove).
+// remove removes claimed records in one Update (as cluster.RecordWriter.Remove).
 func remove(f *Frontier, claimed []Record) (int, error) {
 	return f.Update(ctx, Write{Name: "remove", Items: len(claimed), Apply: func(tx *Tx) (int, error) {
 		n := 0
@@ -44,7 +44,7 @@ func remove(f *Frontier, claimed []Record) (int, error) {
 }
 
 // addCompleted stores urls COMPLETED with reason in one Update (as
-// cluster.Records.AddDone and AddReplicas).
+// cluster.RecordWriter.AddDone and AddReplicas).
 func addCompleted(f *Frontier, urls []NewURL, reason string) (int, error) {
 	return f.Update(ctx, Write{Name: "add completed", Items: len(urls), Apply: func(tx *Tx) (int, error) {
 		n := 0

@@ -46,7 +46,7 @@ type Record struct {
 	Host  string // host[:port], lower case
 	Depth int    // link distance from a seed
 	// Run is the number of steps (the next month, day or page) on the
-	// way the URL was found (fetch.TrapConfig.Run): its links' runs count
+	// way the URL was found (urlscope.TrapConfig.Run): its links' runs count
 	// from it. 0 in records written before runs were kept.
 	Run    int
 	Tries  int // fetch attempts finished so far
@@ -89,7 +89,7 @@ func RefOf(normalizedURL string) Ref {
 	return Ref{FP: Fingerprint(normalizedURL), Host: host}
 }
 
-// NewURL is a URL to add. URL must already be normalized by fetch.Normalize;
+// NewURL is a URL to add. URL must already be normalized by urlscope.Normalize;
 // Host is its host[:port] (derived from URL when empty).
 type NewURL struct {
 	URL   string

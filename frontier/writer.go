@@ -431,6 +431,11 @@ func (f *Frontier) commit(ops []*op) {
 			}
 			res[i] = n
 		}
+		if fault := f.fault.Load(); fault != nil {
+			if err := (*fault)(); err != nil {
+				return err
+			}
+		}
 		return st.flush()
 	})
 	if err == nil {

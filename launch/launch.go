@@ -1,15 +1,20 @@
-// Package launch wires one phasecrawl node: it opens the node's frontier,
-// starts its cluster layer when the configuration has a cluster section,
-// and builds the node on both. The command (phasecrawl run), the demo and
+// Package launch assembles a node from its configuration: it opens the
+// node's frontier, starts its cluster layer when the configuration has a
+// cluster section, and builds the node on both. The command (phasecrawl run), the demo and
 // the tests that start nodes in one process all go through New.
 //
 // The node and the cluster meet here and nowhere else: neither package
-// imports the other. The node takes its cluster layer as one node.Cluster
-// of named delegates; *cluster.Cluster (and its Schedule) is each of them
-// as it is, since the values they pass (frontier.NewURL, frontier.Guest,
-// frontier.LentOutcome) live in frontier, which both import. Only the
-// status is converted (status): the node defines its API's types, the
-// cluster its own.
+// imports the other, and each interface is declared once, by the package
+// that calls it. The node takes its cluster layer as one
+// node.ClusterDelegates of named delegates; *cluster.Cluster (and its
+// Schedule) is each of them as it is, since the values they pass
+// (frontier.NewURL, frontier.Guest, frontier.LentOutcome) live in
+// frontier, which both import. The cluster takes the node's concrete
+// values (node.ClusterEnv: the frontier, the node, its robots.txt cache,
+// facet tracker and seed hosts) as its own interfaces (cluster.Records,
+// RedirectMemory, GuestPool, RobotsCache, FacetMerger, ScopeDelegate).
+// Only the status is converted (status): the node defines its API's
+// types, the cluster its own.
 package launch
 
 import (
@@ -18,6 +23,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -25,7 +31,7 @@ import (
 // Options are what New takes beside the configuration.
 type Options struct {
 	// Options are the node's options: logger, API listener and, in tests,
-	// some of its cluster delegates (node.Cluster). New sets StartCluster
+	// some of its cluster delegates (node.Delegates). New sets Cluster
 	// when the configuration has a cluster section, and adds the
 	// standalone cluster series otherwise.
 	node.Options
@@ -51,7 +57,7 @@ func New(cfg config.Config, opts Options) (*node.Node, error) {
 		key := opts.Key
 		if key == nil {
 			var err error
-			if key, err = cluster.LoadKey(cfg.Cluster.KeyFile); err != nil {
+			if key, err = membership.LoadKey(cfg.Cluster.KeyFile); err != nil {
 				return nil, err
 			}
 		}
@@ -63,27 +69,48 @@ func New(cfg config.Config, opts Options) (*node.Node, error) {
 		if opts.Listener != nil {
 			api = opts.Listener.Addr().String()
 		}
-		opts.StartCluster = clusterHook(cfg, key, tlsConf, api, opts)
+		opts.Cluster = clusterHook(cfg, key, tlsConf, api, opts)
 		return node.New(cfg, opts.Options)
 	}
-	opts.Cluster.Collectors = append(slices.Clip(opts.Cluster.Collectors), cluster.StandaloneCollector())
+	opts.Cluster = standalone(opts.Cluster)
 	return node.New(cfg, opts.Options)
+}
+
+// standalone is the cluster layer of a node alone: hook's delegates (none
+// when hook is nil) with the cluster series at their standalone values.
+func standalone(hook node.ClusterHook) node.ClusterHook {
+	return func(env node.ClusterEnv) (node.ClusterDelegates, error) {
+		var d node.ClusterDelegates
+		if hook != nil {
+			var err error
+			if d, err = hook(env); err != nil {
+				return d, err
+			}
+		}
+		d.Collectors = append(slices.Clip(d.Collectors), cluster.StandaloneCollector())
+		return d, nil
+	}
 }
 
 // clusterHook returns the hook with which the node starts its cluster
 // layer, with key and tlsConf (nil without operator certificates),
 // gossiping api as the node's API address, and the layer's delegates.
 func clusterHook(cfg config.Config, key []byte, tlsConf *tls.Config, api string, opts Options) node.ClusterHook {
-	return func(env node.ClusterEnv) (node.Cluster, error) {
+	return func(env node.ClusterEnv) (node.ClusterDelegates, error) {
 		cc := cluster.NodeConfigFrom(cfg, key, api, env.Wake)
 		cc.TLS = tlsConf
-		cc.Scope = env.SeedHosts
-		cc.Robots = env.Robots
-		cc.Redirects = env.Redirects
-		cc.Guests = env.Guests
+		// The node's values as the cluster's interfaces; a nil pointer
+		// stays a nil interface (the cluster's default for it).
+		if env.SeedHosts != nil {
+			cc.Scope = env.SeedHosts
+		}
+		if env.Facets != nil {
+			cc.Facets = env.Facets
+		}
+		cc.Robots, cc.Redirects, cc.Guests = env.Robots, env.Node, env.Node
 		c, err := cluster.Start(cc, env.Frontier, opts.Logger)
 		if err != nil {
-			return node.Cluster{}, err
+			return node.ClusterDelegates{}, err
 		}
 		if opts.Started != nil {
 			opts.Started(c)
@@ -95,9 +122,9 @@ func clusterHook(cfg config.Config, key []byte, tlsConf *tls.Config, api string,
 // delegates is the cluster layer c as the node takes it: every delegate
 // is c itself, or its schedule, but the status, whose types the node
 // defines for its API (status).
-func delegates(c *cluster.Cluster) node.Cluster {
+func delegates(c *cluster.Cluster) node.ClusterDelegates {
 	sched := c.PhaseClock()
-	return node.Cluster{
+	return node.ClusterDelegates{
 		Router:     c,
 		Split:      c,
 		Phases:     sched,
@@ -105,6 +132,7 @@ func delegates(c *cluster.Cluster) node.Cluster {
 		Replicas:   c,
 		Holds:      c,
 		Lending:    c,
+		Facets:     c,
 		Status:     status{c},
 		Collectors: c.Collectors(),
 		Closer:     c,

@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net"
 	"path/filepath"
 	"reflect"
@@ -13,7 +14,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -171,7 +174,7 @@ func TestNewCluster(t *testing.T) {
 		d := reflect.ValueOf(delegates(layer))
 		for f := 0; f < d.NumField(); f++ {
 			if d.Field(f).IsNil() {
-				t.Errorf("%s: the cluster layer leaves node.Cluster.%s nil", name, d.Type().Field(f).Name)
+				t.Errorf("%s: the cluster layer leaves node.ClusterDelegates.%s nil", name, d.Type().Field(f).Name)
 			}
 		}
 		nodes, apis = append(nodes, n), append(apis, ln.Addr().String())
@@ -180,26 +183,19 @@ func TestNewCluster(t *testing.T) {
 			join = []string{gossip}
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait.For(t, 30*time.Second, "the two nodes see each other alive", func() (bool, string) {
 		formed := true
 		for _, n := range nodes {
 			alive := 0
 			for _, m := range n.Status().Members {
-				if m.State == string(cluster.StateAlive) {
+				if m.State == string(membership.StateAlive) {
 					alive++
 				}
 			}
 			formed = formed && alive == 2
 		}
-		if formed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two nodes did not see each other alive within 30s: %+v / %+v", nodes[0].Status().Members, nodes[1].Status().Members)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return formed, fmt.Sprintf("%+v / %+v", nodes[0].Status().Members, nodes[1].Status().Members)
+	})
 	for i, n := range nodes {
 		if v, ok := gauge(t, n, cluster.MetricClusterMembers); !ok || v != 2 {
 			t.Errorf("node %d: %s = %v (%v), want 2", i, cluster.MetricClusterMembers, v, ok)

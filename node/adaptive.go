@@ -9,6 +9,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 // Adaptive timeouts (fetch.adaptive_timeouts, seed 003's future work): a
@@ -223,9 +224,9 @@ func (t *hostTrip) cutBy(to fetch.Timeouts, err error) bool {
 }
 
 // errAdaptiveCut: a robots.txt request was cut by the host's adaptive
-// timeout. It wraps fetch.ErrAborted, so the robots cache keeps nothing
+// timeout. It wraps robots.ErrAborted, so the robots cache keeps nothing
 // (the cut is not the server's verdict) and the URL is requeued.
-var errAdaptiveCut = fmt.Errorf("node: cut by the host's adaptive timeout: %w", fetch.ErrAborted)
+var errAdaptiveCut = fmt.Errorf("node: cut by the host's adaptive timeout: %w", robots.ErrAborted)
 
 // adaptiveCut accounts for a request cut by the host's adaptive timeout: a
 // host that never answered goes to the dead-link lane, one that did gets

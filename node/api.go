@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/api"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // The answers of the node's HTTP API (package api), under the names the
@@ -104,7 +104,7 @@ func (a apiNode) RouteSeeds(ctx context.Context, seeds []string) (refused []stri
 	norms := make([]string, len(seeds))
 	var hosts []string
 	for i, raw := range seeds {
-		norm, err := fetch.Normalize(strings.TrimSpace(raw))
+		norm, err := urlscope.Normalize(strings.TrimSpace(raw))
 		if err == nil {
 			var u *url.URL
 			if u, err = url.Parse(norm); err == nil {

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 // Server back-off: a host that answers 429, 503 with Retry-After, or 5xx
@@ -170,7 +170,7 @@ func (b *backoffs) answered(host string, status int, h http.Header, delay time.D
 // hold returns when the host may next be sent a request (zero: no back-off
 // under way), whether it is parked until then, and the host's delay grown
 // by its back-off level (0 without one).
-func (b *backoffs) hold(host string, delay time.Duration) (until time.Time, parked bool, grown time.Duration) {
+func (b *backoffs) hold(host string, delay time.Duration, now time.Time) (until time.Time, parked bool, grown time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := b.hosts[host]
@@ -180,7 +180,7 @@ func (b *backoffs) hold(host string, delay time.Duration) (until time.Time, park
 	if s.level > 0 {
 		grown = min(max(delay, 1)<<s.level, b.maxPause)
 	}
-	return s.until, s.parked && s.until.After(time.Now()), grown
+	return s.until, s.parked && s.until.After(now), grown
 }
 
 // parked counts the hosts parked at now (phasecrawl_hosts_parked).
@@ -209,9 +209,9 @@ const (
 )
 
 // errBackedOff: robots.txt's answer was a back-off. It wraps
-// fetch.ErrAborted, so the robots cache keeps nothing (robots.txt is
+// robots.ErrAborted, so the robots cache keeps nothing (robots.txt is
 // asked again after the pause) and the page waits out the pause.
-var errBackedOff = fmt.Errorf("node: the host asked to be called back later: %w", fetch.ErrAborted)
+var errBackedOff = fmt.Errorf("node: the host asked to be called back later: %w", robots.ErrAborted)
 
 // tripHold is a back-off met during a trip: the rest of its list is
 // STALLED until then, without a request.
@@ -224,7 +224,7 @@ type tripHold struct {
 
 // gap is the host's delay between two requests: the configured delay (or
 // its Crawl-delay), grown by its back-offs.
-func (t *hostTrip) gap() time.Duration { return max(t.delay, t.grown, t.slowed) }
+func (p *tripPace) gap() time.Duration { return max(p.delay, p.grown, p.slowed) }
 
 // onHold reports whether the host is backed off: the trip met a back-off
 // already, or the node's back-off state holds the host for longer than a
@@ -233,9 +233,10 @@ func (t *hostTrip) onHold() bool {
 	if t.held.reason != "" {
 		return true
 	}
-	until, parked, grown := t.n.backoff.hold(t.host, t.delay)
+	now := t.n.clock.Now()
+	until, parked, grown := t.n.backoff.hold(t.host, t.delay, now)
 	t.grown = grown
-	wait := time.Until(until)
+	wait := until.Sub(now)
 	if wait <= 0 {
 		return false
 	}
@@ -264,10 +265,11 @@ func (t *hostTrip) answered(status int, h http.Header) bool {
 	if n.deadJobs != nil {
 		n.inactive.clear(t.host) // it answers: live again
 	}
-	v := n.backoff.answered(t.host, status, h, t.delay, time.Now())
+	now := n.clock.Now()
+	v := n.backoff.answered(t.host, status, h, t.delay, now)
 	if v.reason == "" {
 		if t.grown > 0 {
-			_, _, t.grown = n.backoff.hold(t.host, t.delay)
+			_, _, t.grown = n.backoff.hold(t.host, t.delay, now)
 		}
 		return false
 	}
@@ -279,6 +281,6 @@ func (t *hostTrip) answered(status int, h http.Header) bool {
 			v.until.UTC().Format(time.RFC3339), n.cfg.Fetch.ParkAfter, msg), until: v.until, parked: true}
 		n.log.Warn("host parked", "host", t.host, "reason", v.reason, "status", status, "until", v.until, "back_offs", n.cfg.Fetch.ParkAfter)
 	}
-	_, _, t.grown = n.backoff.hold(t.host, t.delay)
+	_, _, t.grown = n.backoff.hold(t.host, t.delay, now)
 	return true
 }

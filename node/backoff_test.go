@@ -12,6 +12,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/clock"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
@@ -271,7 +272,9 @@ func TestServerBackoff(t *testing.T) {
 }
 
 // A host that keeps refusing is parked: the reason is in the crawl log,
-// phasecrawl_hosts_parked counts it, and it gets no request while parked.
+// phasecrawl_hosts_parked counts it, and it gets no request while parked:
+// its URL stays STALLED through the retry lane's ticks (on the node's
+// clock, a fake one stopped and moved by hand once the host is parked).
 func TestServerBackoffParks(t *testing.T) {
 	srv, log := backoffSite(t, 3, func(k int, w http.ResponseWriter) bool {
 		w.Header().Set("Retry-After", "0")
@@ -280,11 +283,19 @@ func TestServerBackoffParks(t *testing.T) {
 	})
 	c := testConfig(t, srv)
 	c.Fetch.ParkAfter = 2
-	n, stop := start(t, c)
+	f := clock.NewFake(time.Now())
+	stopClock := runClock(t, f)
+	n, stop := startWith(t, c, Options{Clock: f})
 	defer stop()
 	wait.For(t, 30*time.Second, "host parked", func() bool { return gaugeValue(t, n, "phasecrawl_hosts_parked") == 1 })
+	stopClock()
 	seen := len(log.snapshot())
-	time.Sleep(1500 * time.Millisecond) // more than a retry lane tick: a parked host's URL would be back by now
+	// Two retry lane ticks: the lane has taken the second once the first
+	// one's pass is over, in which a parked host's URL would be released.
+	for range 2 {
+		f.Advance(time.Second)
+		wait.For(t, 30*time.Second, "the node took the clock's ticks", func() bool { return f.Unread() == 0 })
+	}
 	if got := len(log.snapshot()); got != seen {
 		t.Errorf("%d requests while parked", got-seen)
 	}
@@ -292,6 +303,7 @@ func TestServerBackoffParks(t *testing.T) {
 	if err != nil || !ok || r.State != frontier.Stalled || r.Reason != "host_parked" || r.Tries != 1 {
 		t.Errorf("/: %+v %v %v, want STALLED host_parked after 1 try", r, ok, err)
 	}
+	runClock(t, f) // the node's shutdown runs on it
 	stop()
 	var parked []string
 	if _, err := archive.ReadCrawlLog(filepath.Join(c.Data, crawlLogName), func(e archive.LogEntry) error {

@@ -5,18 +5,19 @@ import (
 	"io"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/robots"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Cluster is everything a node takes from its cluster layer, one named
-// delegate per capability, as memberlist's Config takes its delegates: the
-// node calls each one it is given and asks nothing else of the layer (no
-// type assertions). A nil delegate takes the default of a node alone,
-// stated on its field; the zero Cluster is a node alone (Standalone).
-// launch.New fills it from the cluster package's layer.
-type Cluster struct {
+// ClusterDelegates is everything a node takes from its cluster layer, one
+// named delegate per capability, as memberlist's Config takes its
+// delegates: the node calls each one it is given and asks nothing else of
+// the layer (no type assertions). A nil delegate takes the default of a
+// node alone, stated on its field; the zero ClusterDelegates is a node
+// alone (Standalone). launch.New fills it from the cluster package's layer.
+type ClusterDelegates struct {
 	// Router takes the URLs the node discovers or is given (seeds) and
 	// sends each to its owner, and shares seed hosts and robots.txt with
 	// the other members. nil: Standalone, every URL goes to the local
@@ -45,8 +46,12 @@ type Cluster struct {
 	// Lending settles the guests other members lent this node: the
 	// outcomes and links of the pages fetched, the guests given back.
 	// nil: nothing is lent to this node (guests reach it only through
-	// ClusterEnv.Guests, from a cluster layer that lends).
-	Lending Lender
+	// ClusterEnv.Node.AddGuests, from a cluster layer that lends).
+	Lending GuestSettler
+	// Facets tells the other members the facet sets (scope.max_query_sets)
+	// this node admits, so that a path's sets are counted cluster-wide.
+	// nil: nobody to tell, no set is kept for it.
+	Facets FacetSharer
 	// Status reports the members, the outbox and the phase in
 	// GET /v1/status. nil: no members, no outbox, the scheduler's phase.
 	Status StatusReporter
@@ -71,10 +76,19 @@ type Router interface {
 	ShareSeedHosts(ctx context.Context, hosts []string) error
 	// ShareRobots hands a robots.txt this node fetched to the other nodes
 	// (best effort: one that misses it fetches its own copy).
-	ShareRobots(rec fetch.RobotsRecord)
+	ShareRobots(rec robots.Record)
 }
 
-// LocalSplitter is the Cluster.Split delegate: RouteForeign durably hands
+// FacetSharer is the ClusterDelegates.Facets delegate: ShareFacets hands the
+// facet sets this node admitted (urlscope.TrapTracker.Admit) to the other
+// members, best effort and without waiting (a member that misses them
+// counts those paths' sets apart). The other members' sets reach the node's
+// tracker through ClusterEnv.Facets.
+type FacetSharer interface {
+	ShareFacets(sets []urlscope.FacetSet)
+}
+
+// LocalSplitter is the ClusterDelegates.Split delegate: RouteForeign durably hands
 // the URLs owned by other nodes to their owners (outbox) and returns those
 // owned here, which the worker then records in the same frontier write as
 // the page they were found on (frontier.Settle).
@@ -101,12 +115,17 @@ type PhaseClock interface {
 	Active(now time.Time) (phase, nphase int, open bool)
 }
 
-// PhaseDeadline is the Cluster.Deadlines delegate, for phases that end:
+// PhaseDeadline is the ClusterDelegates.Deadlines delegate, for phases that end:
 // Deadline returns the local time by which a request started at now must
 // be finished so that it does not outlive its phase. Workers bound every
 // request (robots.txt included) with it.
 type PhaseDeadline interface {
 	Deadline(now time.Time) time.Time
+	// Bound returns the context of a request started at now, under
+	// parent: it ends at Deadline(now), or earlier when the phase turns
+	// out to end sooner than was known at now (a switch of the member
+	// list scheduled while the request runs).
+	Bound(parent context.Context, now time.Time) (context.Context, context.CancelFunc)
 	// Handover returns the latest local time at which another member may
 	// have started a request to a host of the phase this node works on at
 	// now (the previous owner's guard start, clock uncertainty included).
@@ -116,7 +135,7 @@ type PhaseDeadline interface {
 	Handover(now time.Time) time.Time
 }
 
-// Replicator is the Cluster.Replicas delegate: Replicate durably sends the
+// Replicator is the ClusterDelegates.Replicas delegate: Replicate durably sends the
 // URLs of pages this node completed to the node that keeps their second
 // copy, so that they are not crawled again should this node fail.
 // QueueReplicas does the same without waiting for the write (the cluster
@@ -127,7 +146,7 @@ type Replicator interface {
 	QueueReplicas(ctx context.Context, done []frontier.NewURL) error
 }
 
-// Holder is the Cluster.Holds delegate: Held reports whether a URL in this
+// Holder is the ClusterDelegates.Holds delegate: Held reports whether a URL in this
 // node's frontier must not be fetched here now: another member owns it (a
 // rebalance is moving it there), or the member that owns it counting the
 // members declared dead a short while ago is one of those (it may have
@@ -137,20 +156,21 @@ type Holder interface {
 	Held(fp uint64) bool
 }
 
-// Lender is the Cluster.Lending delegate. SplitLinks separates the links
+// GuestSettler is the ClusterDelegates.Lending delegate: it settles the
+// guests other members lent this node. SplitLinks separates the links
 // found on a guest page that this node owns from the others; once the
 // node has made its own durable, ReportLent files, in one durable write,
 // the others for their owners and the outcome for the URL's owner.
 // ReturnLent tells the owners of guests this node will not fetch (its
 // phase ended, its trip stopped) that they may lend or fetch them again
 // at once.
-type Lender interface {
+type GuestSettler interface {
 	SplitLinks(found []frontier.NewURL) (local, foreign []frontier.NewURL)
 	ReportLent(ctx context.Context, out frontier.LentOutcome, foreign []frontier.NewURL) error
 	ReturnLent(ctx context.Context, gs []frontier.Guest) error
 }
 
-// StatusReporter is the Cluster.Status delegate: the cluster part of
+// StatusReporter is the ClusterDelegates.Status delegate: the cluster part of
 // GET /v1/status at now.
 type StatusReporter interface {
 	ClusterStatus(now time.Time) ClusterStatus
@@ -166,42 +186,45 @@ type ClusterStatus struct {
 
 // ClusterHook starts the cluster layer once the node's frontier is open
 // (the layer stores the URLs it receives there) and returns its delegates.
-type ClusterHook func(env ClusterEnv) (Cluster, error)
+type ClusterHook func(env ClusterEnv) (ClusterDelegates, error)
 
-// ClusterEnv is what the node gives its cluster layer.
+// Delegates is the hook of a cluster layer with fixed delegates, d, that
+// needs nothing of the node (tests, and a node alone with some delegates
+// of its own).
+func Delegates(d ClusterDelegates) ClusterHook {
+	return func(ClusterEnv) (ClusterDelegates, error) { return d, nil }
+}
+
+// ClusterEnv is what the node gives its cluster layer: concrete values,
+// each of which the cluster layer takes as an interface of its own
+// (launch.New hands them over). The node declares no interface for them.
 type ClusterEnv struct {
 	// Frontier is the node's open frontier.
 	Frontier *frontier.Frontier
 	// Wake tells the scheduler that URLs arrived in the frontier from
 	// elsewhere (the URL exchange).
 	Wake func()
-	// Redirects remembers the redirect chain lengths of the targets other
-	// nodes found and this node owns (fetch.max_redirects).
-	Redirects interface{ RememberRedirects([]frontier.NewURL) }
+	// Node is the node itself: it remembers the redirect chain lengths of
+	// the targets other nodes found and this node owns (RememberRedirects
+	// and RedirectsOf, fetch.max_redirects), and takes the URLs other
+	// members lend it (AddGuests, guest.go), returning those it cannot
+	// take now.
+	Node *Node
 	// Robots is the node's robots.txt cache: the cluster imports into it
 	// the robots.txt the other nodes fetched.
-	Robots *fetch.Robots
-	// Guests takes the URLs other members lend this node (guest.go) and
-	// returns those it cannot take now.
-	Guests interface {
-		AddGuests([]frontier.Guest) []frontier.Guest
-	}
+	Robots *robots.Cache
+	// Facets is the node's facet-set tracker (scope.max_query_sets): the
+	// cluster merges into it the sets the other nodes admitted. nil when
+	// the limit is off.
+	Facets *urlscope.TrapTracker
 	// SeedHosts is the node's durable set of seed hosts, its scope when no
 	// allow_hosts or allow_domains is configured; nil otherwise. The
 	// cluster adds the seed hosts of the other members to it.
-	SeedHosts SeedHosts
-}
-
-// SeedHosts is a node's durable set of seed hosts.
-type SeedHosts interface {
-	// SeedHosts returns every host in the set.
-	SeedHosts() []string
-	// AddSeedHosts adds hosts, durably, and returns those that were new.
-	AddSeedHosts(hosts []string) ([]string, error)
+	SeedHosts *SeedHostSet
 }
 
 // Standalone is the cluster layer of a node alone, the Router, Split and
-// Phases of a Cluster that leaves them nil: every URL is owned here and
+// Phases of a ClusterDelegates that leaves them nil: every URL is owned here and
 // goes to Frontier, there is nobody to share seed hosts or robots.txt
 // with, and there is one phase, always open. The other delegates of a
 // node alone are off (nil): phases never end, no second copies, nothing
@@ -217,7 +240,7 @@ func (s Standalone) Route(ctx context.Context, urls []frontier.NewURL) (int, err
 func (Standalone) ShareSeedHosts(context.Context, []string) error { return nil }
 
 // ShareRobots implements Router: a node alone has nobody to tell.
-func (Standalone) ShareRobots(fetch.RobotsRecord) {}
+func (Standalone) ShareRobots(robots.Record) {}
 
 // RouteForeign implements LocalSplitter: every URL is owned here.
 func (Standalone) RouteForeign(_ context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error) {
@@ -256,8 +279,8 @@ func (a routeAll) FileForeign(ctx context.Context, urls []frontier.NewURL) ([]fr
 func (routeAll) Sync() {}
 
 // takeCluster sets the node's delegates from c, each nil one to its
-// default (Cluster). The frontier must be open.
-func (n *Node) takeCluster(c Cluster) {
+// default (ClusterDelegates). The frontier must be open.
+func (n *Node) takeCluster(c ClusterDelegates) {
 	n.router, n.split = c.Router, c.Split
 	if n.router == nil {
 		n.router = Standalone{n.front}
@@ -268,6 +291,10 @@ func (n *Node) takeCluster(c Cluster) {
 		n.split = routeAll{n.router}
 	}
 	n.repl, n.holder, n.lender = c.Replicas, c.Holds, c.Lending
+	n.facets = c.Facets
+	if n.traps != nil {
+		n.traps.sharing = c.Facets != nil
+	}
 	n.status, n.clusterSeries = c.Status, c.Collectors
 }
 

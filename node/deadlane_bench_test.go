@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // BenchmarkDeadLane reproduces seed 003's speedup formula,
@@ -190,26 +191,22 @@ func deadLaneRun(b *testing.B, tf time.Duration, lane int, adaptive bool, deadHo
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
+	stop := sync.OnceValue(func() error { cancel(); return <-done }) // here, or when the wait fails
+	defer stop()
 	want := deadLaneLive * (deadLanePages + 1)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	var k int
+	wait.For(b, 5*time.Minute, "the live pages answered, or the crawl over", func() (bool, string) {
 		mu.Lock()
-		k := len(seen)
+		k = len(seen)
 		mu.Unlock()
-		if k >= want {
-			break
-		}
-		if n.Done() || time.Now().After(deadline) {
-			// A live page timed out (its host's robots.txt, or the page
-			// itself): the run measures something else than the formula's.
-			cancel()
-			<-done
-			b.Fatalf("lane %d adaptive %v timeout %v: %d of %d live pages answered when the crawl ended", lane, adaptive, tf, k, want)
-		}
-		time.Sleep(time.Millisecond)
+		return k >= want || n.Done(), fmt.Sprintf("lane %d adaptive %v timeout %v: %d of %d live pages answered", lane, adaptive, tf, k, want)
+	})
+	if k < want {
+		// A live page timed out (its host's robots.txt, or the page
+		// itself): the run measures something else than the formula's.
+		b.Fatalf("lane %d adaptive %v timeout %v: %d of %d live pages answered when the crawl ended", lane, adaptive, tf, k, want)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		b.Fatal(err)
 	}
 	mu.Lock()
@@ -304,7 +301,7 @@ func silentRun(b *testing.B, workers int, silent, adaptiveConnect bool) time.Dur
 				http.NotFound(w, r)
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the page's latency
 			w.Header().Set("Content-Type", "text/html")
 			if r.URL.Path == "/" {
 				for i := 0; i < silentPages; i++ {
@@ -344,24 +341,16 @@ func silentRun(b *testing.B, workers int, silent, adaptiveConnect bool) time.Dur
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
+	stop := sync.OnceValue(func() error { cancel(); return <-done }) // here, or when the wait fails
+	defer stop()
 	want := silentLive * (silentPages + 1)
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	wait.For(b, 5*time.Minute, "the live pages served", func() (bool, string) {
 		mu.Lock()
 		k := len(at)
 		mu.Unlock()
-		if k >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			b.Fatalf("workers %d silent %v: %d of %d live pages served", workers, silent, k, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	if err := <-done; err != nil {
+		return k >= want, fmt.Sprintf("workers %d silent %v: %d of %d live pages served", workers, silent, k, want)
+	})
+	if err := stop(); err != nil {
 		b.Fatal(err)
 	}
 	mu.Lock()

@@ -62,7 +62,7 @@ func liveSite(t testing.TB, pages int, extra []string, wait time.Duration) *http
 			return
 		}
 		if wait > 0 && r.URL.Path != "/" {
-			time.Sleep(wait)
+			time.Sleep(wait) // the pages' latency
 		}
 		w.Header().Set("Content-Type", "text/html")
 		if r.URL.Path == "/" {
@@ -300,7 +300,8 @@ func TestDeadLaneSilentHosts(t *testing.T) {
 	slowAddr, listen := silentListener(t)
 	slowHandler, slowHits := countingSite(3, nil)
 	// The slow host accepts from 1.2 s on: a connect before then waits
-	// for a SYN sent again (after 1 s, then 3 s more).
+	// for a SYN sent again (after 1 s, then 3 s more). The 1.2 s are the
+	// host's behaviour, set against the kernel's SYN timer: a sleep.
 	go func() {
 		time.Sleep(1200 * time.Millisecond)
 		if ln := listen(); ln != nil {

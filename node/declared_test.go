@@ -136,6 +136,9 @@ func TestDeclaredLinksAndSitemaps(t *testing.T) {
 			c := testConfig(t, srv)
 			c.Fetch.Requisites = tt.requisites
 			c.Fetch.Sitemaps = tt.sitemaps
+			// No page of docsSite is slow: a response late on a loaded
+			// machine must not stall a page for the hour-long backoff.
+			c.Fetch.HeaderTimeout = 10 * time.Second
 			n, stop := start(t, c)
 			wait.For(t, 30*time.Second, "crawl", func() bool { return n.Status().Done })
 			stop()

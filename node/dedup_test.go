@@ -247,7 +247,7 @@ func leaveOpenRevisit(t *testing.T, data, target, digest, uri, date string) {
 	}
 	head := archive.HTTPResponseHead("HTTP/1.1", 200, http.Header{"Content-Type": {"text/html"}}, len(dupBody))
 	rv := archive.Revisit{Profile: archive.ProfileIdenticalPayload, RefersToTargetURI: uri, RefersToDate: at, PayloadDigest: digest}
-	if err := w.Write(archive.Exchange{Target: target, Date: time.Now(), Request: []byte("GET / HTTP/1.1\r\n\r\n"), Response: head, Revisit: &rv}); err != nil {
+	if err := w.Write(archive.Capture{Target: target, Date: time.Now(), Request: []byte("GET / HTTP/1.1\r\n\r\n"), Response: head, Revisit: &rv}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -40,15 +40,18 @@ func TestPerURLFailures(t *testing.T) {
 			fmt.Fprint(bw, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n\r\n<html>part")
 			bw.Flush()
 			if r.URL.Path == "/reset" {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)                     // the reset comes a moment after the part, as from a peer that died mid-body
 				conn.(interface{ SetLinger(int) error }).SetLinger(0) // close sends RST
 			}
 			conn.Close()
 		case "/304":
 			w.WriteHeader(http.StatusNotModified)
 		default:
+			// Each page its own bytes: identical bodies would make the
+			// later ones revisits of the first (warc.dedup), in whichever
+			// order their records are written.
 			w.Header().Set("Content-Type", "text/html")
-			fmt.Fprint(w, "plain")
+			fmt.Fprint(w, "plain "+r.URL.Path)
 		}
 	}))
 	defer srv.Close()

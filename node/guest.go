@@ -290,6 +290,7 @@ func (t *hostTrip) guestPage(it bucket.Item, res frontier.Result, entry archive.
 // runs in the trip's goroutine, or in the page's (pageWork) for a page
 // parsed while the trip's next request runs.
 func (n *Node) newGuest(it bucket.Item, res frontier.Result, entry archive.LogEntry, found []frontier.NewURL, tickets []*archive.Ticket) *pendingGuest {
+	n.shareFacets()
 	local, foreign := n.lender.SplitLinks(found)
 	g := &pendingGuest{out: frontier.LentOutcome{URL: it.URL, Depth: it.Depth, Lender: n.guests.lender(it.FP), Result: res},
 		foreign: foreign, entry: entry, tickets: tickets, done: make(chan struct{})}

@@ -14,7 +14,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
-// slowLender is a Lender whose ReportLent takes a while, as a durable
+// slowLender is a GuestSettler whose ReportLent takes a while, as a durable
 // outbox write does (until release is closed, when it is not nil); it
 // counts the reports and how many ran at once.
 type slowLender struct {
@@ -38,7 +38,7 @@ func (l *slowLender) ReportLent(ctx context.Context, out frontier.LentOutcome, f
 	if l.release != nil {
 		<-l.release
 	} else {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // a report takes a moment: overlaps would show
 	}
 	l.mu.Lock()
 	l.running--
@@ -71,14 +71,14 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 	c := testConfig(t, srv)
 	c.Seeds, c.Delay, c.Workers = nil, 0, 24
 	l := &slowLender{reported: map[string]int{}, release: make(chan struct{})}
-	n, stop := startWith(t, c, Options{Cluster: Cluster{Lending: l}})
+	n, stop := startWith(t, c, Options{Cluster: Delegates(ClusterDelegates{Lending: l})})
 	wait.For(t, 30*time.Second, "node ready", func() bool { return n.ready.Load() })
 	host := strings.TrimPrefix(srv.URL, "http://")
 	const pages = 60
 	var gs []frontier.Guest
 	for i := range pages {
 		gs = append(gs, frontier.Guest{NewURL: frontier.NewURL{URL: fmt.Sprintf("%s/p%d", srv.URL, i), Host: host, Depth: 1},
-			Lender: "owner", Epoch: 1, Until: time.Now().Add(time.Hour)})
+			Lender: "owner", Slot: 1, Until: time.Now().Add(time.Hour)})
 	}
 	if refused := n.AddGuests(gs); len(refused) != 0 {
 		t.Fatalf("%d guests refused", len(refused))
@@ -90,7 +90,7 @@ func TestGuestsRecordedAlongTheTrip(t *testing.T) {
 		defer l.mu.Unlock()
 		return l.running == c.Workers
 	})
-	time.Sleep(50 * time.Millisecond) // none more starts
+	wait.For(t, 30*time.Second, "every recording slot taken", func() bool { return len(n.recording) == cap(n.recording) })
 	close(l.release)
 	wait.For(t, 30*time.Second, "guests reported", func() bool {
 		l.mu.Lock()

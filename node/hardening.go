@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/links"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // redirectMemory is how many redirect targets remember their chain length.
@@ -74,7 +75,7 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 	t.found[len(t.found)-1].Redirects = hops // for its owner, should another member own it
 	entry.Outlinks = 1
 	if hd := n.hard.Load(); hd != nil {
-		if norm, err := fetch.Normalize(loc); err == nil {
+		if norm, err := urlscope.Normalize(loc); err == nil {
 			hd.redirects.Add(frontier.Fingerprint(norm), uint8(hops))
 		}
 	}
@@ -82,7 +83,7 @@ func (t *hostTrip) followRedirect(it bucket.Item, loc string, res *frontier.Resu
 
 // pageLinks returns the links of a page to follow: the first fetch.max_outlinks of them. The
 // hrefs that were not links and those over the cap are counted in urls_out_of_scope_total.
-func (t *hostTrip) pageLinks(page *fetch.Page) []fetch.Link {
+func (t *hostTrip) pageLinks(page *links.Page) []links.Link {
 	oos := t.n.m.OutOfScope
 	d := page.Dropped
 	for _, c := range []struct {
@@ -106,11 +107,11 @@ func (t *hostTrip) pageLinks(page *fetch.Page) []fetch.Link {
 // outside 1..65535) or invalid (a bounded set of label values).
 func invalidReason(err error) string {
 	switch {
-	case errors.Is(err, fetch.ErrScheme):
+	case errors.Is(err, urlscope.ErrScheme):
 		return "scheme"
-	case errors.Is(err, fetch.ErrTooLong):
+	case errors.Is(err, urlscope.ErrTooLong):
 		return "too_long"
-	case errors.Is(err, fetch.ErrHost), errors.Is(err, fetch.ErrPort):
+	case errors.Is(err, urlscope.ErrHost), errors.Is(err, urlscope.ErrPort):
 		return "bad_host"
 	}
 	return "invalid"

@@ -41,11 +41,13 @@ func TestSitemapLastModRevisit(t *testing.T) {
 
 	var mu sync.Mutex
 	lastmod := "2000-01-01"
+	var mapHits atomic.Int64
 	maps := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/map.xml" {
 			http.NotFound(w, r)
 			return
 		}
+		defer mapHits.Add(1)
 		mu.Lock()
 		lm := lastmod
 		mu.Unlock()
@@ -65,7 +67,7 @@ func TestSitemapLastModRevisit(t *testing.T) {
 	wait.For(t, 30*time.Second, "the page fetched", func() bool { return pageHits.Load() >= 1 })
 	captured := time.Now()
 	// The sitemap is revisited every second; an old lastmod changes nothing.
-	time.Sleep(3 * time.Second)
+	revisits(t, &mapHits, 2)
 	if got := pageHits.Load(); got != 1 {
 		t.Fatalf("page fetched %d times with a lastmod older than its capture, want 1", got)
 	}
@@ -75,11 +77,20 @@ func TestSitemapLastModRevisit(t *testing.T) {
 	wait.For(t, 30*time.Second, "the page fetched again after a newer lastmod", func() bool { return pageHits.Load() >= 2 })
 	// The lastmod is not newer than the new capture: the page waits for its
 	// hour again.
-	time.Sleep(3 * time.Second)
+	revisits(t, &mapHits, 2)
 	if got := pageHits.Load(); got != 2 {
 		t.Errorf("page fetched %d times after one newer lastmod, want 2", got)
 	}
 	if s := n.Status(); s.PagesFetched < 4 {
 		t.Errorf("pages fetched %d: the sitemap was not revisited", s.PagesFetched)
 	}
+}
+
+// revisits waits until the sitemap has been served k more times after the
+// one being served now, if any (its revisits: a page its lastmod sends
+// for would be fetched by the last of them).
+func revisits(t *testing.T, hits *atomic.Int64, k int64) {
+	t.Helper()
+	until := hits.Load() + k + 1
+	wait.For(t, 30*time.Second, fmt.Sprintf("the sitemap revisited %d times", k), func() bool { return hits.Load() >= until })
 }

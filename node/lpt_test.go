@@ -16,6 +16,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/clock"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/plan"
 )
@@ -30,7 +31,7 @@ func TestSchedulerRoundCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real}
 	n.cfg.Sites = []config.Site{{Match: "vip*", Priority: 10}}
 	s := newScheduler(n)
 	s.costs, s.started = make(map[string]time.Duration), make(map[bucket.ElementID]time.Time)

@@ -116,6 +116,8 @@ func inflightBudgetRun(b *testing.B, workers, size int, budget int64) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- n.Run(ctx) }()
+	// Polled every 10 ms, not through wait.For (every 100 ms at this
+	// timeout): the poll's step is the resolution of elapsed.
 	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		c := n.Frontier().Counts()
 		if c.InList == 0 && c.InProgress == 0 && c.Completed+c.Stalled == int64(workers) {

@@ -36,9 +36,11 @@ type memWeb struct {
 	budget atomic.Pointer[fetch.BodyBudget]
 }
 
-// gate pauses a body half way: 5 ms, or, with budget set, until the
-// budget made a fetch wait or spool (the bodies half read all hold their
-// shares meanwhile), at most 5 s.
+// gate pauses a body half way: 5 ms (a slow body: the fetches overlap),
+// or, with budget set, until the budget made a fetch wait or spool (the
+// bodies half read all hold their shares meanwhile), at most 5 s. It polls
+// in the server's handlers, not the test's goroutine, and its time limit
+// is no failure (the test's assertions are), hence no wait.For.
 func (w *memWeb) gate() {
 	b := w.budget.Load()
 	if b == nil {

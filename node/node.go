@@ -6,7 +6,7 @@
 //
 // Data flows one way: config -> node -> (frontier <-> bucket) -> fetch ->
 // Router (the local frontier, or in a cluster the owner's frontier). The
-// node takes its cluster layer as one Cluster of named delegates
+// node takes its cluster layer as one ClusterDelegates of named delegates
 // (cluster.go); launch.New wires the two.
 package node
 
@@ -30,6 +30,9 @@ import (
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/dnscache"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/clock"
+	"github.com/phasecrawl/phasecrawl/robots"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -38,75 +41,107 @@ type Options struct {
 	Logger *slog.Logger
 	// Listener, if set, serves the API instead of listening on cfg.HTTP.
 	Listener net.Listener
-	// Cluster is the node's cluster layer, one delegate per capability
-	// (see Cluster for each one's default). The zero value is a node
-	// alone (Standalone).
-	Cluster Cluster
-	// StartCluster, if set, is called right after the frontier opens to
-	// start the cluster layer on it; the Cluster it returns replaces
-	// Cluster. launch.New sets it when the configuration has a cluster
+	// Cluster starts the node's cluster layer right after the frontier
+	// opens (the layer stores the URLs it receives there) and returns its
+	// delegates, one per capability (see ClusterDelegates for each one's
+	// default). nil is a node alone (Standalone); Delegates gives fixed
+	// delegates. launch.New sets it when the configuration has a cluster
 	// section.
-	StartCluster ClusterHook
+	Cluster ClusterHook
+	// Clock is the time the scheduler and the workers read: the pacing of
+	// a host's requests, its back-off pauses, the retry times, the
+	// elements' waits. nil is the real clock; the tests pass a
+	// clock.Fake.
+	Clock clock.Clock
 }
 
-// Node is one running crawler.
+// Node is one running crawler. Its state is in owned parts, each with
+// the state of one job: the cluster layer's delegates, the per-host state,
+// the outputs, the scheduler's channels and the counters.
 type Node struct {
 	spare  atomic.Pointer[float64] // the revisit plan's spare time, seconds (plan.go)
 	cfg    config.Config
 	log    *slog.Logger
+	clock  clock.Clock // the scheduler's and the trips' time (Options.Clock)
 	front  *frontier.Frontier
 	bkt    *bucket.Bucket
 	client *fetch.Client
-	robots *fetch.Robots
-	scope  *fetch.Scope
+	robots *robots.Cache
+	scope  *urlscope.Scope
 	traps  *traps      // trap limits on discovered URLs (traps.go)
-	out    *output     // WARC files and crawl log (output.go)
-	api    *api.Server // the HTTP API (api.go)
-	m      *Metrics
-	// The cluster layer's delegates (Cluster, cluster.go).
+	facets FacetSharer // tells the other members the facet sets admitted here; nil: nobody
+	guests *guestPool  // URLs other members lent this node (guest.go)
+	ctl    *control    // pause, resume and the crawl budget (control.go)
+	disk   *diskGuard  // pauses the node while its data directory is short of space (storage.go)
+	// hard is the memory of redirect chain lengths (hardening.go): set in
+	// New, where the cluster layer, receiving already, may read it.
+	hard atomic.Pointer[hardening]
+	dns  *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
+
+	delegates
+	hostState
+	outputs
+	sched
+	counters
+
+	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
+	persistCancel context.CancelFunc
+	ready         atomic.Bool
+	closeOnce     sync.Once
+}
+
+// delegates are the node's cluster layer (ClusterDelegates, cluster.go).
+type delegates struct {
 	router        Router
 	split         LocalSplitter
 	repl          Replicator    // nil: no second copies
 	holder        Holder        // nil: no URL waits for an absent owner
-	lender        Lender        // nil: no URL is lent to this node
+	lender        GuestSettler  // nil: no URL is lent to this node
 	deadlines     PhaseDeadline // nil: phases never end
 	status        StatusReporter
 	clusterSeries []prometheus.Collector
-	closer        io.Closer  // closed before the frontier
-	guests        *guestPool // URLs other members lent this node (guest.go)
+	closer        io.Closer // closed before the frontier
 	phases        PhaseClock
-	lat           *latencies // per-host response times, for the phase deadline (worker.go)
-	bw            *bandwidth.Budget
-	bwOn          bool       // sites are paced or have deadlines (bandwidth.go)
-	backoff       *backoffs  // per-host server back-off (backoff.go)
-	times         *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
-
-	seedHosts *hostSet       // scope when no allow_hosts/allow_domains: the seeds' hosts
-	unit      frontier.Unit  // politeness.key: the unit a host's phase is hashed from (nil: the host)
-	gates     *unitGates     // politeness.key domain: one request at a time per unit on this node (nil: host)
-	hostCap   *fetch.HostCap // scope.max_hosts_per_domain
-	capLog    sync.Once      // the first refusal by hostCap is logged
-	ctl       *control       // pause, resume and the crawl budget (control.go)
-	disk      *diskGuard     // pauses the node while its data directory is short of space (storage.go)
-
-	// hard is the memory of redirect chain lengths (hardening.go): set in
-	// New, where the cluster layer, receiving already, may read it.
-	hard atomic.Pointer[hardening]
 	// storageHold is the cluster's phase clock when it can hold this
 	// member off its phase while the disk guard pauses it (nil alone).
 	storageHold storageHolder
-	dns         *dnscache.Cache // the fetcher's DNS cache; nil: the system resolver (netops.go)
+}
 
-	started time.Time
-	pages   atomic.Int64
-	bytes   atomic.Int64
-	errs    atomic.Int64
+// hostState is what the node knows of each host: its pacing, back-offs,
+// response times, politeness unit and scope.
+type hostState struct {
+	lat     *latencies // per-host response times, for the phase deadline (trip_pace.go)
+	bw      *bandwidth.Budget
+	bwOn    bool       // sites are paced or have deadlines (bandwidth.go)
+	backoff *backoffs  // per-host server back-off (backoff.go)
+	times   *hostTimes // per-host response times, for adaptive timeouts (adaptive.go)
 
+	seedHosts *SeedHostSet      // scope when no allow_hosts/allow_domains: the seeds' hosts
+	unit      frontier.Unit     // politeness.key: the unit a host's phase is hashed from (nil: the host)
+	gates     *unitGates        // politeness.key domain: one request at a time per unit on this node (nil: host)
+	hostCap   *urlscope.HostCap // scope.max_hosts_per_domain
+	capLog    sync.Once         // the first refusal by hostCap is logged
+	// inactive: the hosts the dead-link lane serves (deadlane.go).
+	inactive *inactiveHosts
+}
+
+// outputs are what the node writes and serves: WARC files and crawl log,
+// the API, the reports and the metrics.
+type outputs struct {
+	out *output     // WARC files and crawl log (output.go)
+	api *api.Server // the HTTP API (api.go)
+	rep *reports    // hosts, MIME-type and status-code reports (reports.go)
+	m   *Metrics
+}
+
+// sched is the scheduler's channels to and from the workers, and what it
+// publishes.
+type sched struct {
 	wake chan struct{}     // new URLs or retries: the scheduler should scan
 	done chan finished     // workers -> scheduler: an element's list is done
 	jobs chan bucket.Batch // scheduler -> workers
 	// refills: running trips -> scheduler, requests for more URLs of their
-	// host (worker.go refillAsk, scheduler.refill).
+	// host (trip.go refillAsk, scheduler.refill).
 	refills chan *refillAsk
 	// schedDone is closed once the scheduler has stopped and answered
 	// every refill it took: a trip waiting for an answer stops waiting.
@@ -114,23 +149,27 @@ type Node struct {
 	// recording holds a token per guest whose page is being handled or
 	// recorded (guest.go), at most one per worker.
 	recording chan struct{}
-	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane);
-	// inactive: the hosts it serves (deadlane.go).
+	// deadJobs: scheduler -> the dead-link lane's workers (nil: no lane,
+	// deadlane.go).
 	deadJobs chan bucket.Batch
-	inactive *inactiveHosts
-	snap     atomic.Pointer[schedSnapshot]
+	// handBacks: the scheduler's requeue writes, written again by
+	// handBackLoop should they fail (handback.go).
+	handBacks *handBacks
+	snap      atomic.Pointer[schedSnapshot]
 	// backlogged is set by the scheduler while a dispatched element waits
 	// for a worker (every live-lane worker is busy): the node is bound by
 	// its workers or its CPU, not by the latency of one host, so a trip
 	// waiting for its page writes does not hurry the frontier's writer
 	// (smaller write transactions would cost every trip more CPU).
 	backlogged atomic.Bool
+}
 
-	persistCtx    context.Context // for frontier writes; cancelled only after workers stop
-	persistCancel context.CancelFunc
-	ready         atomic.Bool
-	closeOnce     sync.Once
-	rep           *reports // hosts, MIME-type and status-code reports (reports.go)
+// counters are the node's running totals.
+type counters struct {
+	started time.Time
+	pages   atomic.Int64
+	bytes   atomic.Int64
+	errs    atomic.Int64
 }
 
 type finished struct {
@@ -164,31 +203,34 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err := os.MkdirAll(cfg.Data, 0o755); err != nil {
 		return nil, fmt.Errorf("node: data directory %s: %w", cfg.Data, err)
 	}
+	clk := clock.Or(opts.Clock)
 	n := &Node{
-		cfg:       cfg,
-		log:       log.With("node", cfg.Name),
-		phases:    opts.Cluster.Phases,
-		lat:       newLatencies(),
-		times:     newHostTimes(),
-		guests:    newGuestPool(),
-		backoff:   newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
-		started:   time.Now(),
-		wake:      make(chan struct{}, 1),
-		done:      make(chan finished, cfg.Workers*2),
-		refills:   make(chan *refillAsk, cfg.Workers),
-		schedDone: make(chan struct{}),
-		recording: make(chan struct{}, max(cfg.Workers, 1)),
-		jobs:      make(chan bucket.Batch),
-		inactive:  newInactiveHosts(),
+		cfg:    cfg,
+		log:    log.With("node", cfg.Name),
+		clock:  clk,
+		guests: newGuestPool(),
+		hostState: hostState{
+			lat:      newLatencies(),
+			times:    newHostTimes(),
+			backoff:  newBackoffs(cfg.Fetch.BackoffMax, cfg.Fetch.ParkAfter, cfg.Fetch.ParkDuration),
+			inactive: newInactiveHosts(),
+		},
+		sched: sched{
+			wake:      make(chan struct{}, 1),
+			done:      make(chan finished, cfg.Workers*2),
+			refills:   make(chan *refillAsk, cfg.Workers),
+			schedDone: make(chan struct{}),
+			recording: make(chan struct{}, max(cfg.Workers, 1)),
+			jobs:      make(chan bucket.Batch),
+			handBacks: newHandBacks(),
+		},
+		counters: counters{started: clk.Now()},
 	}
 	if cfg.Fetch.InactiveLane(cfg.Workers) > 0 {
 		n.deadJobs = make(chan bucket.Batch)
 	}
-	if n.phases == nil {
-		n.phases = Standalone{}
-	}
-	n.deadlines, n.closer = opts.Cluster.Deadlines, opts.Cluster.Closer
-	_, nphase, _ := n.phases.Active(time.Now())
+	n.phases = Standalone{}
+	_, nphase, _ := n.phases.Active(n.clock.Now())
 	n.snap.Store(&schedSnapshot{nphase: nphase})
 	ok := false
 	defer func() {
@@ -197,24 +239,24 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		}
 	}()
 	fo := frontier.DefaultOptions(filepath.Join(cfg.Data, "frontier.db"))
-	unit, unitName, err := fetch.PolitenessUnit(cfg.Politeness.Key, cfg.Scope.PrivateSuffixes)
+	unit, unitName, err := urlscope.PolitenessUnit(cfg.Politeness.Key, cfg.Scope.PrivateSuffixes)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if unit != nil {
-		n.unit, n.gates = unit, newUnitGates()
+		n.unit, n.gates = unit, newUnitGates(n.clock)
 	}
 	n.guests.unit = n.unit
 	fo.Unit, fo.UnitName = n.unit, unitName
-	doms, err := fetch.NewDomains(cfg.Scope.PrivateSuffixes)
+	doms, err := urlscope.NewDomains(cfg.Scope.PrivateSuffixes)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	n.hostCap = fetch.NewHostCap(doms, cfg.Scope.MaxHostsPerDomain)
+	n.hostCap = urlscope.NewHostCap(doms, cfg.Scope.MaxHostsPerDomain)
 	for _, h := range cfg.Scope.AllowHosts {
 		n.hostCap.Exempt(strings.ToLower(strings.TrimSpace(h)))
 	}
-	if opts.StartCluster != nil {
+	if opts.Cluster != nil {
 		// The cluster's PhaseClock is built after the frontier opens; start
 		// from the configured count, the scheduler re-keys when it differs.
 		nphase = max(cfg.Cluster.Phases, 1)
@@ -230,33 +272,33 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.persistCtx, n.persistCancel = context.WithCancel(context.Background())
-	n.robots = fetch.NewRobots(fetch.RobotsConfig{
+	n.robots = robots.NewCache(robots.Config{
 		UserAgent:     cfg.UserAgent,
 		TTL:           cfg.Robots.TTL,
 		ErrorTTL:      cfg.Robots.ErrorTTL,
 		MaxCrawlDelay: cfg.Robots.MaxCrawlDelay,
 		// The router is set below, before any fetch.
-		Shared: func(rec fetch.RobotsRecord) { n.router.ShareRobots(rec) },
+		Shared: func(rec robots.Record) { n.router.ShareRobots(rec) },
 	})
 	if len(cfg.Scope.AllowHosts) == 0 && len(cfg.Scope.AllowDomains) == 0 {
 		if n.seedHosts, err = openHostSet(filepath.Join(cfg.Data, "seed-hosts.txt")); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
-	cl := opts.Cluster
-	if opts.StartCluster != nil {
-		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Robots: n.robots, Redirects: n, Guests: n}
-		if n.seedHosts != nil {
-			env.SeedHosts = n.seedHosts
-		}
-		if cl, err = opts.StartCluster(env); err != nil {
+	if n.traps, err = newTraps(cfg.Scope); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	var cl ClusterDelegates
+	if opts.Cluster != nil {
+		env := ClusterEnv{Frontier: n.front, Wake: n.notify, Node: n, Robots: n.robots, Facets: n.traps.tracker, SeedHosts: n.seedHosts}
+		if cl, err = opts.Cluster(env); err != nil {
 			return nil, fmt.Errorf("node: cluster: %w", err)
 		}
-		n.deadlines, n.closer = cl.Deadlines, cl.Closer
-		if cl.Phases != nil {
-			n.phases = cl.Phases
-			n.storageHold, _ = cl.Phases.(storageHolder)
-		}
+	}
+	n.deadlines, n.closer = cl.Deadlines, cl.Closer
+	if cl.Phases != nil {
+		n.phases = cl.Phases
+		n.storageHold, _ = cl.Phases.(storageHolder)
 	}
 	n.ctl = newControl(n)
 	n.phases = n.ctl.gate(n.phases)
@@ -307,7 +349,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	if n.scope, err = fetch.NewScope(fetch.ScopeConfig{
+	if n.scope, err = urlscope.NewScope(urlscope.ScopeConfig{
 		AllowHosts:   cfg.Scope.AllowHosts,
 		AllowDomains: cfg.Scope.AllowDomains,
 		Include:      cfg.Scope.Include,
@@ -316,12 +358,9 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	// The canonicalization is the process's (fetch.Normalize): every node
+	// The canonicalization is the process's (urlscope.Normalize): every node
 	// of a process, like every member of a cluster, must use the same.
-	if err := fetch.SetCanonical(fetch.CanonicalConfig{StripParams: cfg.Scope.Canonical.StripParams, SortQuery: cfg.Scope.Canonical.SortQuery}); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
-	if n.traps, err = newTraps(cfg.Scope); err != nil {
+	if err := urlscope.SetCanonical(urlscope.CanonicalConfig{StripParams: cfg.Scope.Canonical.StripParams, SortQuery: cfg.Scope.Canonical.SortQuery}); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.out, err = openOutput(cfg, n.log); err != nil {
@@ -344,7 +383,7 @@ func New(cfg config.Config, opts Options) (*Node, error) {
 	}
 	n.m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "phasecrawl_hosts_parked", Help: "Hosts parked for fetch.park_duration after fetch.park_after back-offs in a row.",
-	}, func() float64 { return float64(n.backoff.parkedAt(time.Now())) }))
+	}, func() float64 { return float64(n.backoff.parkedAt(n.clock.Now())) }))
 	if err := n.registerClusterMetrics(); err != nil {
 		return nil, fmt.Errorf("node: cluster metrics: %w", err)
 	}
@@ -453,6 +492,11 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		n.retryLane(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.handBackLoop(ctx)
 	}()
 	n.disk.check() // a node started on a full disk starts paused
 	wg.Add(1)
@@ -583,16 +627,16 @@ func (n *Node) notify() {
 // instead of holding a worker or a bucket row. Each second it also
 // releases the URLs whose revisit is due (recurring crawls).
 func (n *Node) retryLane(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	t := n.clock.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		for {
-			k, err := n.front.ReleaseStalled(ctx, time.Now(), 1000)
+			k, err := n.front.ReleaseStalled(ctx, n.clock.Now(), 1000)
 			if err != nil {
 				if ctx.Err() == nil {
 					n.log.Error("retry lane", "error", err)
@@ -608,7 +652,7 @@ func (n *Node) retryLane(ctx context.Context) {
 				break
 			}
 		}
-		if n.releaseDue(ctx, time.Now()) {
+		if n.releaseDue(ctx, n.clock.Now()) {
 			n.notify()
 		}
 	}

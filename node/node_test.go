@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
+	"github.com/phasecrawl/phasecrawl/robots"
 )
 
 // site is a tiny web of one host: / links to /a and /b, /b redirects to /c,
@@ -265,7 +265,7 @@ type recordRouter struct{ got []frontier.NewURL }
 
 func (r *recordRouter) ShareSeedHosts(context.Context, []string) error { return nil }
 
-func (r *recordRouter) ShareRobots(fetch.RobotsRecord) {}
+func (r *recordRouter) ShareRobots(robots.Record) {}
 
 func (r *recordRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.got = append(r.got, urls...)
@@ -279,13 +279,13 @@ func TestTakeCluster(t *testing.T) {
 	urls := []frontier.NewURL{{URL: "http://a.test/1", Host: "a.test"}, {URL: "http://b.test/2", Host: "b.test"}}
 	for _, tc := range []struct {
 		name      string
-		c         func(*recordRouter) Cluster
+		c         func(*recordRouter) ClusterDelegates
 		wantLocal int
 		wantRoute int
 	}{
-		{"alone", func(*recordRouter) Cluster { return Cluster{} }, 2, 0},
-		{"router only", func(r *recordRouter) Cluster { return Cluster{Router: r} }, 0, 2},
-		{"router and split", func(r *recordRouter) Cluster { return Cluster{Router: r, Split: Standalone{}} }, 2, 0},
+		{"alone", func(*recordRouter) ClusterDelegates { return ClusterDelegates{} }, 2, 0},
+		{"router only", func(r *recordRouter) ClusterDelegates { return ClusterDelegates{Router: r} }, 0, 2},
+		{"router and split", func(r *recordRouter) ClusterDelegates { return ClusterDelegates{Router: r, Split: Standalone{}} }, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rr := &recordRouter{}
@@ -300,4 +300,20 @@ func TestTakeCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// schedulerTurns wakes the scheduler and waits until it has gone round
+// its loop k more times, each woken (each turn publishes its state, and a
+// woken turn scans the queue when it may).
+func schedulerTurns(t *testing.T, n *Node, k int) {
+	t.Helper()
+	last, seen := n.snap.Load(), 0
+	n.notify()
+	wait.For(t, 30*time.Second, fmt.Sprintf("%d turns of the scheduler", k), func() bool {
+		if s := n.snap.Load(); s != last {
+			last, seen = s, seen+1
+			n.notify()
+		}
+		return seen >= k
+	})
 }

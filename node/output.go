@@ -136,7 +136,7 @@ func onlyIndex(err error) bool {
 // writeWARC archives one exchange (buffered; see flush) and returns the
 // ticket of its records (nil when WARC output is off). A page's records
 // are written before its crawl-log line.
-func (o *output) writeWARC(x archive.Exchange) *archive.Ticket {
+func (o *output) writeWARC(x archive.Capture) *archive.Ticket {
 	if o.warc == nil {
 		return nil
 	}

@@ -30,8 +30,8 @@ func outputConfig(t *testing.T, warc bool) config.Config {
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // exchange is a page's WARC exchange and its crawl-log line.
-func exchange(u string) (archive.Exchange, archive.LogEntry) {
-	x := archive.Exchange{Target: u, Request: []byte("GET / HTTP/1.1\r\n\r\n"),
+func exchange(u string) (archive.Capture, archive.LogEntry) {
+	x := archive.Capture{Target: u, Request: []byte("GET / HTTP/1.1\r\n\r\n"),
 		Response: []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"), Body: []byte("hi")}
 	return x, archive.LogEntry{URL: u, Status: 200, Bytes: 2}
 }

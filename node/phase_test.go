@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,9 @@ type handoverClock struct{ at time.Time }
 func (handoverClock) Active(time.Time) (int, int, bool) { return 0, 1, true }
 func (handoverClock) Deadline(now time.Time) time.Time  { return now.Add(time.Hour) }
 func (c handoverClock) Handover(time.Time) time.Time    { return c.at }
+func (c handoverClock) Bound(parent context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(parent, c.Deadline(now))
+}
 
 // TestHandoverPacesFirstRequest: the first request of a host trip waits
 // until the previous phase owner's last possible request plus the host's
@@ -42,7 +46,7 @@ func TestHandoverPacesFirstRequest(t *testing.T) {
 	c := testConfig(t, srv)
 	c.Delay = 200 * time.Millisecond
 	handover := time.Now().Add(300 * time.Millisecond)
-	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: handoverClock{at: handover}, Deadlines: handoverClock{at: handover}}})
+	n, stop := startWith(t, c, Options{Cluster: Delegates(ClusterDelegates{Phases: handoverClock{at: handover}, Deadlines: handoverClock{at: handover}})})
 	defer stop()
 	wait.For(t, 30*time.Second, "the seed fetched", func() bool { return n.Status().PagesFetched == 1 })
 	mu.Lock()
@@ -59,9 +63,12 @@ type deadlineClock struct{ deadline time.Time }
 func (c deadlineClock) Active(now time.Time) (int, int, bool) { return 0, 1, now.Before(c.deadline) }
 func (c deadlineClock) Deadline(time.Time) time.Time          { return c.deadline }
 func (deadlineClock) Handover(time.Time) time.Time            { return time.Time{} }
+func (c deadlineClock) Bound(parent context.Context, now time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(parent, c.Deadline(now))
+}
 
 // TestSlowHostStopsBeforeDeadline: once a host answered slowly, a request
-// to it starts only if twice that time fits before the phase's request
+// to it starts only if four times that time fits before the phase's request
 // deadline; otherwise its URLs go back to IN_LIST untried, instead of being
 // sent and cut at the swap.
 func TestSlowHostStopsBeforeDeadline(t *testing.T) {
@@ -83,12 +90,13 @@ func TestSlowHostStopsBeforeDeadline(t *testing.T) {
 	defer srv.Close()
 	c := testConfig(t, srv)
 	c.Fetch.HeaderTimeout = 5 * slow
-	// robots.txt (slow) and / (slow) fit; then 2 × slow no longer fits
-	// before the deadline, so /a and /b are never sent. The node's start
-	// and the requests' overhead may take up to 1 × slow (a loaded
-	// machine): / still starts early enough.
-	dl := time.Now().Add(4 * slow)
-	n, stop := startWith(t, c, Options{Cluster: Cluster{Phases: deadlineClock{deadline: dl}, Deadlines: deadlineClock{deadline: dl}}})
+	// robots.txt (slow) and / (slow) fit: / starts once robots.txt is
+	// answered, at 1-2 × slow, and 4 × slow (four times the host's
+	// expected answer) still fits before 6 × slow; then, at 2-3 × slow, it
+	// no longer does, so /a and /b are never sent. The node's start and the
+	// requests' overhead may take up to 1 × slow (a loaded machine).
+	dl := time.Now().Add(6 * slow)
+	n, stop := startWith(t, c, Options{Cluster: Delegates(ClusterDelegates{Phases: deadlineClock{deadline: dl}, Deadlines: deadlineClock{deadline: dl}})})
 	defer stop()
 	wait.For(t, 30*time.Second, "/a and /b discovered", func() bool { return n.Frontier().Counts().InList+n.Frontier().Counts().InProgress >= 2 })
 	time.Sleep(time.Until(dl.Add(200 * time.Millisecond)))

@@ -11,6 +11,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/clock"
 )
 
 // TestSchedulerPriorityLane: dispatched elements of slow hosts and of hosts
@@ -21,7 +22,7 @@ func TestSchedulerPriorityLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real}
 	s := newScheduler(n)
 	now := time.Now()
 	batch := func(host string) bucket.Batch {
@@ -133,7 +134,7 @@ func TestTripReport(t *testing.T) {
 		{"slow responses", 0, 0, 4, 4 * 25 * time.Millisecond, [2]time.Duration{0, 0}, 25 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := &hostTrip{host: "h", delay: tc.delay, requests: tc.requests, busy: tc.busy}
+			tr := &hostTrip{n: &Node{clock: clock.NewFake(now)}, host: "h", tripPace: tripPace{delay: tc.delay, requests: tc.requests, busy: tc.busy}}
 			if tc.lastAgo >= 0 {
 				tr.last = now.Add(-tc.lastAgo)
 			}
@@ -155,7 +156,7 @@ func TestSchedulerSitePriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real}
 	n.cfg.Sites = []config.Site{{Match: "vip*", Priority: 10}, {Match: "mid*", Priority: 5}, {Match: "low*", Priority: -5}}
 	s := newScheduler(n)
 	now := time.Now()

@@ -98,7 +98,7 @@ func (n *Node) recoverArchived(ctx context.Context, crashed []string) (int, erro
 		if err := n.front.MarkInProgress(ctx, refs); err != nil {
 			return settled, fmt.Errorf("node: recover %d archived pages of %s: %w", len(refs), host, err)
 		}
-		t := &hostTrip{n: n, host: host, hostHash: n.unit.Hash(host), delay: n.cfg.Delay}
+		t := &hostTrip{n: n, host: host, hostHash: n.unit.Hash(host), tripPace: tripPace{delay: n.cfg.Delay}}
 		for _, p := range pages {
 			it := bucket.Item{FP: p.rec.FP, URL: p.rec.URL, Depth: p.rec.Depth, Run: p.rec.Run, Tries: p.rec.Tries, Due: p.rec.Due}
 			if p.rv != nil {

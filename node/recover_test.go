@@ -83,7 +83,7 @@ func TestRecoverArchivedPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		head := archive.HTTPResponseHead(r.Proto, r.Status, r.Header, len(r.RawBody))
-		if err := w.Write(archive.Exchange{Target: u, Request: r.RequestDump, Response: head, Body: r.RawBody}); err != nil {
+		if err := w.Write(archive.Capture{Target: u, Request: r.RequestDump, Response: head, Body: r.RawBody}); err != nil {
 			t.Fatal(err)
 		}
 	}

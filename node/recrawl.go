@@ -189,7 +189,7 @@ func (t *hostTrip) archiveAs(resp *fetch.Response, res *frontier.Result, rv *arc
 		date = res.Page.Archived
 	}
 	head := archive.HTTPResponseHead(resp.Proto, resp.Status, resp.Header, len(resp.RawBody))
-	x := archive.Exchange{Target: resp.URL, IP: resp.IP, Date: date, Request: resp.RequestDump, Response: head, Body: resp.RawBody,
+	x := archive.Capture{Target: resp.URL, IP: resp.IP, Date: date, Request: resp.RequestDump, Response: head, Body: resp.RawBody,
 		Truncated: resp.Truncated, Stored: precompressed(resp.Header.Get("Content-Encoding"), resp.ContentType), Revisit: rv}
 	t.tickets = append(t.tickets, t.n.out.writeWARC(x))
 }

@@ -111,12 +111,12 @@ func (n *Node) schedule(ctx context.Context) {
 	if n.revisits() {
 		s.loadCosts()
 	}
-	s.phase, _, _ = n.phases.Active(time.Now())
+	s.phase, _, _ = n.phases.Active(n.clock.Now())
 	s.nphase = n.front.Phases()
-	timer := time.NewTimer(0)
+	timer := n.clock.NewTimer(0)
 	defer timer.Stop()
 	for {
-		now := time.Now()
+		now := n.clock.Now()
 		phase, nphase, open := n.phases.Active(now)
 		if phase != s.phase || nphase != s.nphase {
 			s.swap(phase, nphase)
@@ -181,11 +181,11 @@ func (n *Node) schedule(ctx context.Context) {
 		if !s.idle && open && s.mayScan(now) {
 			wait = 0 // more of the window to scan
 		} else if !s.idle && open {
-			wait = max(time.Until(s.nextPass()), time.Millisecond) // the next pass, unless a worker frees first
+			wait = max(n.clock.Until(s.nextPass()), time.Millisecond) // the next pass, unless a worker frees first
 		}
 		if wait > 0 {
 			if t, ok := n.bkt.NextEvent(); ok {
-				if d := time.Until(t); d < wait {
+				if d := n.clock.Until(t); d < wait {
 					wait = max(d, time.Millisecond)
 				}
 			}
@@ -217,11 +217,11 @@ func (n *Node) schedule(ctx context.Context) {
 			s.refill(a, phase, open)
 		case <-n.wake:
 			s.idle, s.dirty = false, true
-		case <-timer.C:
+		case <-timer.C():
 		}
 		if !timer.Stop() {
 			select {
-			case <-timer.C:
+			case <-timer.C():
 			default:
 			}
 		}
@@ -282,7 +282,7 @@ func (s *scheduler) deadHandedOut() {
 // startTrip remembers when a worker took element id (a recurring crawl only).
 func (s *scheduler) startTrip(id bucket.ElementID) {
 	if s.costs != nil {
-		s.started[id] = time.Now()
+		s.started[id] = s.n.clock.Now()
 	}
 }
 
@@ -295,7 +295,7 @@ func (s *scheduler) endTrip(f finished) {
 		return
 	}
 	delete(s.started, f.id)
-	s.timing = append(s.timing, s.n.front.AddRoundTimeAsync(s.n.persistCtx, f.host, time.Since(at)))
+	s.timing = append(s.timing, s.n.front.AddRoundTimeAsync(s.n.persistCtx, f.host, s.n.clock.Since(at)))
 }
 
 // reapTiming takes the answers of the trip time writes that are done: each
@@ -532,11 +532,11 @@ func (s *scheduler) answerWants() {
 }
 
 // handBack puts URLs of host the scheduler holds back in the queue,
-// asynchronously.
+// asynchronously (handBackLoop writes it again should it fail).
 func (s *scheduler) handBack(host string, items []bucket.Item) {
 	refs := s.batchRefs([]bucket.Batch{{Host: host, Items: items}})
 	if len(refs) > 0 {
-		s.n.front.Settle(s.n.persistCtx, frontier.SettleRequest{Requeue: refs})
+		s.n.handBacks.watch(s.n.front.Settle(s.n.persistCtx, frontier.SettleRequest{Requeue: refs}), refs)
 	}
 }
 
@@ -553,7 +553,7 @@ func (s *scheduler) finish(f finished) {
 	}
 	s.report(f.host, f.perPage)
 	s.endTrip(f)
-	if err := s.n.bkt.Finish(f.id, time.Now(), f.wait); err != nil {
+	if err := s.n.bkt.Finish(f.id, s.n.clock.Now(), f.wait); err != nil {
 		s.n.log.Error("scheduler: finish element", "error", err)
 	}
 	s.unitDone(f.host)
@@ -567,18 +567,21 @@ func (s *scheduler) swap(phase, nphase int) {
 	refs := s.unstarted()
 	s.answerWants()
 	for _, b := range s.pending {
-		_ = n.bkt.Finish(b.ID, time.Now(), 0)
+		_ = n.bkt.Finish(b.ID, n.clock.Now(), 0)
 	}
 	for _, b := range s.dead {
-		_ = n.bkt.Finish(b.ID, time.Now(), 0)
+		_ = n.bkt.Finish(b.ID, n.clock.Now(), 0)
 	}
 	s.dropUnits(s.pending)
 	s.dropUnits(s.dead)
-	s.dropHeld(time.Now())
+	s.dropHeld(s.n.clock.Now())
 	s.pending, s.nprio, s.urgent, s.dead = nil, 0, s.urgent[:0], nil
 	n.giveBack(n.guests.clear()) // lent for the phase that ended
 	if err := n.front.Requeue(n.persistCtx, refs); err != nil {
-		n.log.Error("scheduler: requeue at phase swap", "error", err)
+		// Written again until it goes through (handBackLoop): these
+		// URLs are in no bucket any more.
+		n.requeueFailed(err, len(refs), 0)
+		n.handBacks.retry(refs)
 	}
 	if nphase != n.front.Phases() {
 		if err := n.front.SetPhases(nphase); err != nil {

@@ -9,16 +9,16 @@ import (
 	"sync"
 )
 
-// hostSet is the set of seed hosts, kept in a file (one host a line) so a
-// restarted node keeps the scope that seeds posted to it gave.
-type hostSet struct {
+// SeedHostSet is the set of seed hosts, kept in a file (one host a line)
+// so a restarted node keeps the scope that seeds posted to it gave.
+type SeedHostSet struct {
 	mu    sync.RWMutex
 	hosts map[string]bool
 	f     *os.File
 }
 
-func openHostSet(path string) (*hostSet, error) {
-	hs := &hostSet{hosts: map[string]bool{}}
+func openHostSet(path string) (*SeedHostSet, error) {
+	hs := &SeedHostSet{hosts: map[string]bool{}}
 	if data, err := os.ReadFile(path); err == nil {
 		for _, h := range strings.Fields(string(data)) {
 			hs.hosts[h] = true
@@ -35,22 +35,22 @@ func openHostSet(path string) (*hostSet, error) {
 }
 
 // Has reports whether host is a seed host.
-func (hs *hostSet) Has(host string) bool {
+func (hs *SeedHostSet) Has(host string) bool {
 	hs.mu.RLock()
 	defer hs.mu.RUnlock()
 	return hs.hosts[host]
 }
 
-// SeedHosts implements SeedHosts: every host of the set, sorted.
-func (hs *hostSet) SeedHosts() []string {
+// SeedHosts returns every host of the set, sorted.
+func (hs *SeedHostSet) SeedHosts() []string {
 	hs.mu.RLock()
 	defer hs.mu.RUnlock()
 	return slices.Sorted(maps.Keys(hs.hosts))
 }
 
-// AddSeedHosts implements SeedHosts: it remembers hosts, durably, with one
+// AddSeedHosts remembers hosts, durably, with one
 // write and one sync for those that are new, and returns those.
-func (hs *hostSet) AddSeedHosts(hosts []string) ([]string, error) {
+func (hs *SeedHostSet) AddSeedHosts(hosts []string) ([]string, error) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	var b strings.Builder
@@ -80,4 +80,4 @@ func (hs *hostSet) AddSeedHosts(hosts []string) ([]string, error) {
 }
 
 // Close closes the file.
-func (hs *hostSet) Close() { _ = hs.f.Close() }
+func (hs *SeedHostSet) Close() { _ = hs.f.Close() }

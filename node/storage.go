@@ -25,7 +25,7 @@ const (
 
 // storageHolder is a cluster phase clock that holds this member off its
 // phase, as a fenced member, while it is short of disk space
-// (cluster.Schedule.SetStorageHold).
+// (phase.Schedule.SetStorageHold, cluster/phase).
 type storageHolder interface{ SetStorageHold(on bool) }
 
 // diskGuard pauses the node while its data directory's file system has

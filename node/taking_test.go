@@ -153,7 +153,7 @@ func TestTripTakesNoHeldURL(t *testing.T) {
 	r := &holder{held: map[uint64]bool{frontier.Fingerprint(p1): true}}
 	c := testConfig(t, srv)
 	c.Seeds = nil
-	n, stop := startWith(t, c, Options{Cluster: Cluster{Holds: r}})
+	n, stop := startWith(t, c, Options{Cluster: Delegates(ClusterDelegates{Holds: r})})
 	defer stop()
 	if _, err := n.AddSeeds(context.Background(), []string{srv.URL + "/p0"}); err != nil {
 		t.Fatal(err)
@@ -162,7 +162,7 @@ func TestTripTakesNoHeldURL(t *testing.T) {
 		cn := n.Frontier().Counts()
 		return cn.Completed == 1 && cn.InList == 1 && cn.InProgress == 0
 	})
-	time.Sleep(100 * time.Millisecond) // a scan or two: still held
+	schedulerTurns(t, n, 3) // scans of the queue: /p1 still held
 	if got := hits(); got["/p1"] != 0 || got["/p0"] != 1 {
 		t.Fatalf("requests %v while /p1 is held, want /p0 once and no /p1", got)
 	}

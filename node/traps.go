@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // traps applies the trap limits (scope.max_segment_repeats,
@@ -13,20 +13,30 @@ import (
 // scope.max_query_sets) to discovered URLs, and logs the first refusal
 // of each host. See docs/design/traps.md.
 type traps struct {
-	cfg     fetch.TrapConfig
-	tracker *fetch.TrapTracker
+	cfg     urlscope.TrapConfig
+	tracker *urlscope.TrapTracker
+
+	// sharing: the facet sets admitted here are kept in shared for the
+	// other members (Node.shareFacets); set before the node runs.
+	sharing bool
 
 	mu     sync.Mutex
-	logged map[string]bool // hosts whose first refusal was logged
+	logged map[string]bool     // hosts whose first refusal was logged
+	shared []urlscope.FacetSet // facet sets admitted since the last takeShared
 }
+
+// maxTrapShared bounds traps.shared: the sets admitted past it before the
+// node hands them on are not told to the other members (each page hands
+// them on as it is recorded, which keeps the list short).
+const maxTrapShared = 1 << 12
 
 // maxTrapLogged bounds the hosts traps remembers having logged; when
 // full, it forgets them (a host may then be logged once more).
 const maxTrapLogged = 1 << 16
 
 // trapConfig is the trap part of the scope section.
-func trapConfig(s config.Scope) fetch.TrapConfig {
-	return fetch.TrapConfig{MaxSegmentRepeats: s.MaxSegmentRepeats, MaxPathDepth: s.MaxPathDepth,
+func trapConfig(s config.Scope) urlscope.TrapConfig {
+	return urlscope.TrapConfig{MaxSegmentRepeats: s.MaxSegmentRepeats, MaxPathDepth: s.MaxPathDepth,
 		MaxQueryParams: s.MaxQueryParams, MaxPatternDepth: s.MaxPatternDepth, MaxQuerySets: s.MaxQuerySets}
 }
 
@@ -35,12 +45,12 @@ func newTraps(s config.Scope) (*traps, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &traps{cfg: c, tracker: fetch.NewTrapTracker(c), logged: map[string]bool{}}, nil
+	return &traps{cfg: c, tracker: urlscope.NewTrapTracker(c), logged: map[string]bool{}}, nil
 }
 
 // check returns the reason a trap limit refuses u (normalized, found on
 // the page from, whose run is fromRun; from is nil when u was not found on
-// a page), or "", and u's run (fetch.TrapConfig.Run), which goes with u to
+// a page), or "", and u's run (urlscope.TrapConfig.Run), which goes with u to
 // its frontier record.
 func (t *traps) check(u *url.URL, from *url.URL, fromRun int) (reason string, run int) {
 	if t == nil {
@@ -57,7 +67,28 @@ func (t *traps) check(u *url.URL, from *url.URL, fromRun int) (reason string, ru
 	if run, reason = t.cfg.Run(path, u.RawQuery, fromPath, fromQuery, fromRun); reason != "" {
 		return reason, run
 	}
-	return t.tracker.Check(u.Host, path, u.RawQuery), run
+	reason, set, added := t.tracker.Admit(u.Host, path, u.RawQuery)
+	if added && t.sharing {
+		t.mu.Lock()
+		if len(t.shared) < maxTrapShared {
+			t.shared = append(t.shared, set)
+		}
+		t.mu.Unlock()
+	}
+	return reason, run
+}
+
+// takeShared returns the facet sets admitted since its last call, for the
+// other members.
+func (t *traps) takeShared() []urlscope.FacetSet {
+	if t == nil || !t.sharing {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.shared
+	t.shared = nil
+	return s
 }
 
 // firstRefusal reports whether host had no refusal logged yet, and
@@ -73,4 +104,16 @@ func (t *traps) firstRefusal(host string) bool {
 	}
 	t.logged[host] = true
 	return true
+}
+
+// shareFacets hands the facet sets admitted since its last call to the
+// other members (ClusterDelegates.Facets): called as each page's links are filed,
+// so the sets reach them within moments of the page's fetch.
+func (n *Node) shareFacets() {
+	if n.facets == nil {
+		return
+	}
+	if sets := n.traps.takeShared(); len(sets) > 0 {
+		n.facets.ShareFacets(sets)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/clock"
 )
 
 // unitGates keep, with politeness.key domain, one request at a time per
@@ -13,8 +15,9 @@ import (
 // (robots.txt, connections, back-offs); the phases are per unit
 // (frontier.Unit), so no other member fetches the unit meanwhile.
 type unitGates struct {
-	mu sync.Mutex
-	m  map[string]*unitGate
+	clock clock.Clock
+	mu    sync.Mutex
+	m     map[string]*unitGate
 }
 
 type unitGate struct {
@@ -28,7 +31,9 @@ type unitGate struct {
 // pause is over (they hold nothing a later request needs).
 const maxIdleGates = 4096
 
-func newUnitGates() *unitGates { return &unitGates{m: map[string]*unitGate{}} }
+func newUnitGates(c clock.Clock) *unitGates {
+	return &unitGates{clock: clock.Or(c), m: map[string]*unitGate{}}
+}
 
 // acquire waits until unit has no request in flight on this node and
 // notBefore and the unit's pause have passed, then takes it. It returns
@@ -47,7 +52,7 @@ func (g *unitGates) acquire(ctx context.Context, unit string, notBefore time.Tim
 			if u.next.After(at) {
 				at = u.next
 			}
-			d := time.Until(at)
+			d := g.clock.Until(at)
 			if d <= 0 {
 				u.busy = true
 				g.mu.Unlock()
@@ -55,13 +60,13 @@ func (g *unitGates) acquire(ctx context.Context, unit string, notBefore time.Tim
 			}
 			wake := u.wake
 			g.mu.Unlock()
-			t := time.NewTimer(d)
+			t := g.clock.NewTimer(d)
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				g.done(unit, u)
 				return ctx.Err()
-			case <-t.C:
+			case <-t.C():
 			case <-wake:
 				t.Stop()
 			}
@@ -114,7 +119,7 @@ func (g *unitGates) prune(unit string, u *unitGate) {
 	if u.refs > 0 || u.busy || len(g.m) < maxIdleGates {
 		return
 	}
-	now := time.Now()
+	now := g.clock.Now()
 	for k, v := range g.m {
 		if v.refs == 0 && !v.busy && !v.next.After(now) {
 			delete(g.m, k)

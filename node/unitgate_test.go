@@ -11,8 +11,9 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/clock"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // TestDelayFactor: with politeness.delay_factor the gap before a unit's
@@ -36,7 +37,7 @@ func TestDelayFactor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Delay, cfg.Politeness.DelayFactor = tc.delay, tc.factor
-			tr := &hostTrip{n: &Node{cfg: cfg}, delay: tc.delay}
+			tr := &hostTrip{n: &Node{cfg: cfg}, tripPace: tripPace{delay: tc.delay}}
 			tr.responded(tc.resp)
 			if got := tr.gap(); got != tc.want {
 				t.Errorf("gap = %s, want %s", got, tc.want)
@@ -49,16 +50,23 @@ func TestDelayFactor(t *testing.T) {
 }
 
 // TestUnitGates: one holder at a time per unit, the next one no earlier
-// than the time the last release gave; other units are not held up; a
-// waiter whose context ends gives up without taking the gate.
+// than the time the last release gave (on the gates' clock, a fake one
+// here: no holder starts a millisecond before it, one starts at it);
+// other units are not held up; a waiter whose context ends gives up
+// without taking the gate.
 func TestUnitGates(t *testing.T) {
-	g := newUnitGates()
+	f := clock.NewFake(clockStart)
+	g := newUnitGates(f)
 	ctx := context.Background()
-	const gap = 20 * time.Millisecond
-	var mu sync.Mutex
-	var spans [][2]time.Time
+	const (
+		holders = 6
+		gap     = 20 * time.Millisecond
+		holdFor = 2 * time.Millisecond // each holder's request
+	)
+	holding := make(chan time.Time) // a holder took the gate at
+	proceed := make(chan time.Time) // release it, the next start no earlier than
 	var wg sync.WaitGroup
-	for range 6 {
+	for range holders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -66,34 +74,45 @@ func TestUnitGates(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			s := time.Now()
-			time.Sleep(2 * time.Millisecond)
-			e := time.Now()
-			mu.Lock()
-			spans = append(spans, [2]time.Time{s, e})
-			mu.Unlock()
-			g.release("d.test", e.Add(gap))
+			holding <- f.Now()
+			g.release("d.test", <-proceed)
 		}()
 	}
-	// Another unit is free meanwhile.
-	if err := g.acquire(ctx, "other.test", time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	g.release("other.test", time.Time{})
-	wg.Wait()
-	if len(spans) != 6 {
-		t.Fatalf("%d holders, want 6", len(spans))
-	}
-	for i := range spans {
-		for j := range spans {
-			if i == j || spans[j][0].Before(spans[i][0]) {
-				continue
+	var next time.Time
+	for i := range holders {
+		select {
+		case s := <-holding:
+			if s.Before(next) {
+				t.Errorf("holder %d started %s before the previous one's release allowed", i, next.Sub(s))
 			}
-			if d := spans[j][0].Sub(spans[i][1]); d < gap {
-				t.Errorf("holder started %s after the previous one ended, want >= %s", d, gap)
-			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("holder %d never took the gate", i)
 		}
+		if i == 0 {
+			// Another unit is free meanwhile.
+			if err := g.acquire(ctx, "other.test", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			g.release("other.test", time.Time{})
+		}
+		f.Advance(holdFor)
+		next = f.Now().Add(gap)
+		proceed <- next
+		if i == holders-1 {
+			break
+		}
+		// The others wait on the clock for next: none starts before it.
+		waitOrFail(t, f, holders-1-i)
+		f.Advance(gap - time.Millisecond)
+		select {
+		case s := <-holding:
+			t.Fatalf("holder %d started %s before the gap's end", i+1, next.Sub(s))
+		default:
+		}
+		f.Advance(time.Millisecond)
 	}
+	wg.Wait()
+	f.Advance(gap) // the last release's pause is over
 	// A held gate: a waiter with a short context gives up.
 	if err := g.acquire(ctx, "d.test", time.Time{}); err != nil {
 		t.Fatal(err)
@@ -121,11 +140,11 @@ func TestSchedulerUnitHold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dom, err := fetch.NewDomains(nil)
+	dom, err := urlscope.NewDomains(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), unit: dom.Registered, gates: newUnitGates()}
+	n := &Node{bkt: b, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real, hostState: hostState{unit: dom.Registered, gates: newUnitGates(clock.Real)}}
 	s := newScheduler(n)
 	now := time.Now()
 	batch := func(host string) bucket.Batch {
@@ -195,7 +214,7 @@ func TestSchedulerUnitHold(t *testing.T) {
 
 // TestSchedulerNoUnitHoldByHost: with politeness.key host nothing is held.
 func TestSchedulerNoUnitHoldByHost(t *testing.T) {
-	n := &Node{}
+	n := &Node{clock: clock.Real}
 	s := newScheduler(n)
 	if s.holdForUnit(bucket.Batch{Host: "a.x.com"}) || s.holdForUnit(bucket.Batch{Host: "b.x.com"}) {
 		t.Error("an element was held with politeness.key host")

@@ -17,7 +17,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -39,7 +39,7 @@ const (
 // Item is one entry to send: a frontier record or an outbox entry, with
 // the kind the receiver files it under.
 type Item struct {
-	cluster.Entry
+	exchange.Entry
 	Source Source
 	// State is the frontier record's state (FromFrontier).
 	State frontier.State
@@ -55,7 +55,7 @@ type Item struct {
 type Dir struct {
 	path   string
 	front  *frontier.ReadOnly
-	outbox *cluster.OutboxReader // nil: no outbox file (the node ran alone)
+	outbox *exchange.OutboxReader // nil: no outbox file (the node ran alone)
 }
 
 // ErrLocked is wrapped by OpenDir's error when a running node holds the
@@ -83,7 +83,7 @@ func OpenDir(dir string, lockTimeout time.Duration) (*Dir, error) {
 	}
 	op := filepath.Join(dir, OutboxFile)
 	if _, err := os.Stat(op); err == nil {
-		if d.outbox, err = cluster.OpenOutboxReadOnly(op, lockTimeout); err != nil {
+		if d.outbox, err = exchange.OpenOutboxReadOnly(op, lockTimeout); err != nil {
 			d.front.Close()
 			return nil, lockedHint(err)
 		}
@@ -120,14 +120,14 @@ func (d *Dir) Close() error {
 // node kept it as another member's replica; an unfinished one (IN_LIST,
 // STALLED, or IN_PROGRESS: being fetched when the node died, and put back in
 // the list by a restart) as KindMoved, with its depth.
-func KindOf(r frontier.Record) cluster.Kind {
+func KindOf(r frontier.Record) exchange.Kind {
 	switch {
 	case r.State != frontier.Completed:
-		return cluster.KindMoved
+		return exchange.KindMoved
 	case r.Reason == frontier.ReasonReplica:
-		return cluster.KindReplica
+		return exchange.KindReplica
 	default:
-		return cluster.KindDone
+		return exchange.KindDone
 	}
 }
 
@@ -141,11 +141,11 @@ func KindOf(r frontier.Record) cluster.Kind {
 // the receiving member knows a page is done before a URL of it arrives.
 // fn's error stops the walk and is returned.
 func (d *Dir) Each(fn func(Item) error) error {
-	done := func(k cluster.Kind) bool { return k == cluster.KindDone || k == cluster.KindReplica }
+	done := func(k exchange.Kind) bool { return k == exchange.KindDone || k == exchange.KindReplica }
 	for _, finished := range []bool{true, false} {
 		err := d.front.Records(func(s frontier.State) bool { return (s == frontier.Completed) == finished },
 			func(r frontier.Record) error {
-				return fn(Item{Entry: cluster.Entry{Kind: KindOf(r), NewURL: frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Run: r.Run, Due: r.Due}},
+				return fn(Item{Entry: exchange.Entry{Kind: KindOf(r), NewURL: frontier.NewURL{URL: r.URL, Host: r.Host, Depth: r.Depth, Run: r.Run, Due: r.Due}},
 					Source: FromFrontier, State: r.State, Reason: r.Reason})
 			})
 		if err != nil {
@@ -154,8 +154,8 @@ func (d *Dir) Each(fn func(Item) error) error {
 		if d.outbox == nil {
 			continue
 		}
-		err = d.outbox.Entries(func(peer string, e cluster.Entry) error {
-			if done(e.Kind) != finished || e.Kind == cluster.KindLend {
+		err = d.outbox.Entries(func(peer string, e exchange.Entry) error {
+			if done(e.Kind) != finished || e.Kind == exchange.KindLend {
 				// A lend (cluster.lend) is the dead node lending a URL of
 				// its own: the URL's record is in its frontier, sent above
 				// or below as the record it is.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -37,13 +37,13 @@ type Config struct {
 	// Logger, default slog.Default().
 	Logger *slog.Logger
 
-	// dial connects to the receiver (tests); default cluster.DialExchange.
+	// dial connects to the receiver (tests); default exchange.Dial.
 	dial func(ctx context.Context) (sender, error)
 }
 
-// sender is what Run needs of a connection (*cluster.ExchangeClient).
+// sender is what Run needs of a connection (*exchange.Client).
 type sender interface {
-	Send(ctx context.Context, id uint64, entries []cluster.Entry) (uint64, error)
+	Send(ctx context.Context, id uint64, entries []exchange.Entry) (uint64, error)
 	Peer() string
 	MaxBatchBytes() int
 	Close() error
@@ -84,8 +84,8 @@ func (c *Config) fill() error {
 		return errors.New("node: the exchange address HOST:PORT of a live member is required")
 	}
 	if c.dial == nil && !c.DryRun {
-		cc := cluster.ClientConfig{Name: c.Name, Key: c.Key, HandshakeTimeout: 5 * time.Second}
-		c.dial = func(ctx context.Context) (sender, error) { return cluster.DialExchange(ctx, c.Node, cc) }
+		cc := exchange.ClientConfig{Name: c.Name, Key: c.Key, HandshakeTimeout: 5 * time.Second}
+		c.dial = func(ctx context.Context) (sender, error) { return exchange.Dial(ctx, c.Node, cc) }
 	}
 	return nil
 }
@@ -224,7 +224,7 @@ type run struct {
 	s     *Summary
 	log   *slog.Logger
 	conn  sender
-	batch []cluster.Entry
+	batch []exchange.Entry
 	bytes int
 	id    uint64
 }
@@ -241,7 +241,7 @@ func (r *run) connect(ctx context.Context) error {
 // hint explains a failed handshake: the usual cause is an address that is
 // not an exchange (the API's), or another cluster key.
 func hint(err error) error {
-	if errors.Is(err, cluster.ErrHandshake) && !strings.Contains(err.Error(), "cluster key") {
+	if errors.Is(err, exchange.ErrHandshake) && !strings.Contains(err.Error(), "cluster key") {
 		return fmt.Errorf("%w (is --node the member's exchange address, its --exchange, and not its API address? `phasecrawl status` lists the members' exchange addresses)", err)
 	}
 	return err
@@ -254,8 +254,8 @@ func (r *run) close() {
 	}
 }
 
-func (r *run) add(ctx context.Context, e cluster.Entry) error {
-	size := cluster.EntrySize(e)
+func (r *run) add(ctx context.Context, e exchange.Entry) error {
+	size := exchange.EntrySize(e)
 	if len(r.batch) > 0 && r.bytes+size > r.conn.MaxBatchBytes() {
 		if err := r.flush(ctx); err != nil {
 			return err
@@ -294,7 +294,7 @@ func (r *run) flush(ctx context.Context) error {
 				}
 				return nil
 			}
-			if !errors.Is(err, cluster.ErrNack) {
+			if !errors.Is(err, exchange.ErrNack) {
 				r.close() // the connection is unusable after a failed round trip
 			}
 		}
@@ -320,8 +320,8 @@ func (r *run) flush(ctx context.Context) error {
 }
 
 // describe says what a batch holds: entries by kind.
-func describe(es []cluster.Entry) string {
-	var n [cluster.KindOutcome + 1]int
+func describe(es []exchange.Entry) string {
+	var n [exchange.KindFacets + 1]int
 	for _, e := range es {
 		if int(e.Kind) < len(n) {
 			n[e.Kind]++
@@ -330,7 +330,7 @@ func describe(es []cluster.Entry) string {
 	var parts []string
 	for k, c := range n {
 		if c > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c, cluster.Kind(k)))
+			parts = append(parts, fmt.Sprintf("%d %s", c, exchange.Kind(k)))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -26,10 +27,10 @@ type recordCase struct {
 	name  string
 	depth int
 	// set brings the record (already added IN_LIST unless it is made by
-	// cluster.Records.AddDone or AddReplicas) to its state.
+	// cluster.RecordWriter.AddDone or AddReplicas) to its state.
 	set   func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error
 	state frontier.State
-	kind  cluster.Kind
+	kind  exchange.Kind
 }
 
 func mark(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error {
@@ -47,19 +48,19 @@ func finish(state frontier.State, reason string) func(context.Context, *frontier
 }
 
 var recordCases = []recordCase{
-	{"in_list", 1, nil, frontier.InList, cluster.KindMoved},
-	{"in_progress", 2, mark, frontier.InProgress, cluster.KindMoved},
-	{"stalled", 3, finish(frontier.Stalled, "timeout"), frontier.Stalled, cluster.KindMoved},
-	{"completed", 4, finish(frontier.Completed, "ok"), frontier.Completed, cluster.KindDone},
-	{"completed_robots", 5, finish(frontier.Completed, "robots"), frontier.Completed, cluster.KindDone},
+	{"in_list", 1, nil, frontier.InList, exchange.KindMoved},
+	{"in_progress", 2, mark, frontier.InProgress, exchange.KindMoved},
+	{"stalled", 3, finish(frontier.Stalled, "timeout"), frontier.Stalled, exchange.KindMoved},
+	{"completed", 4, finish(frontier.Completed, "ok"), frontier.Completed, exchange.KindDone},
+	{"completed_robots", 5, finish(frontier.Completed, "robots"), frontier.Completed, exchange.KindDone},
 	{"moved_here_done", 6, func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error {
-		_, err := cluster.Records{Frontier: f}.AddDone(ctx, []frontier.NewURL{u})
+		_, err := cluster.RecordWriter{Records: f}.AddDone(ctx, []frontier.NewURL{u})
 		return err
-	}, frontier.Completed, cluster.KindDone},
+	}, frontier.Completed, exchange.KindDone},
 	{"replica", 7, func(ctx context.Context, f *frontier.Frontier, u frontier.NewURL) error {
-		_, err := cluster.Records{Frontier: f}.AddReplicas(ctx, []frontier.NewURL{u})
+		_, err := cluster.RecordWriter{Records: f}.AddReplicas(ctx, []frontier.NewURL{u})
 		return err
-	}, frontier.Completed, cluster.KindReplica},
+	}, frontier.Completed, exchange.KindReplica},
 }
 
 // deadDir builds a data directory as a node killed mid-crawl leaves it:
@@ -94,7 +95,7 @@ func deadDir(t *testing.T, n int) (string, map[string]string) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ob, err := cluster.OpenOutbox(cluster.OutboxConfig{Path: filepath.Join(dir, OutboxFile), NoSync: true, Logger: quiet()})
+	ob, err := exchange.OpenOutbox(exchange.OutboxConfig{Path: filepath.Join(dir, OutboxFile), NoSync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func deadDir(t *testing.T, n int) (string, map[string]string) {
 func addLendEntries(t *testing.T, dir string, want map[string]string) {
 	t.Helper()
 	ctx := context.Background()
-	ob, err := cluster.OpenOutbox(cluster.OutboxConfig{Path: filepath.Join(dir, OutboxFile), NoSync: true, Logger: quiet()})
+	ob, err := exchange.OpenOutbox(exchange.OutboxConfig{Path: filepath.Join(dir, OutboxFile), NoSync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,11 +132,11 @@ func addLendEntries(t *testing.T, dir string, want map[string]string) {
 	// in its frontier: not sent from the outbox), and the outcome of a URL
 	// it fetched for another member (sent on to it).
 	lends := []frontier.NewURL{{URL: "http://h0.test/in_list/0", Host: "h0.test\n7 0 dead", Depth: 3}}
-	if err := ob.PutKind(ctx, "a", cluster.KindLend, lends); err != nil {
+	if err := ob.PutKind(ctx, "a", exchange.KindLend, lends); err != nil {
 		t.Fatal(err)
 	}
 	outcome := frontier.NewURL{URL: "http://o1.test/lent/1", Host: "o1.test\n2 200 0 10 0 ok", Depth: 4}
-	if err := ob.PutKind(ctx, "b", cluster.KindOutcome, []frontier.NewURL{outcome}); err != nil {
+	if err := ob.PutKind(ctx, "b", exchange.KindOutcome, []frontier.NewURL{outcome}); err != nil {
 		t.Fatal(err)
 	}
 	want[outcome.URL] = "outbox outcome"
@@ -170,22 +171,22 @@ func TestDirEach(t *testing.T) {
 			return fmt.Errorf("unexpected %s", it.URL)
 		}
 		seen[c]++
-		finished := it.Kind == cluster.KindDone || it.Kind == cluster.KindReplica
+		finished := it.Kind == exchange.KindDone || it.Kind == exchange.KindReplica
 		if finished && unfinishedSeen {
 			t.Errorf("%s (%s) after a URL to crawl", it.URL, it.Kind)
 		}
 		unfinishedSeen = unfinishedSeen || !finished
 		switch c {
 		case "outbox new":
-			if it.Source != FromOutbox || it.Kind != cluster.KindNew || it.Peer != "a" || it.Depth != 8 {
+			if it.Source != FromOutbox || it.Kind != exchange.KindNew || it.Peer != "a" || it.Depth != 8 {
 				t.Errorf("%s: %+v", c, it)
 			}
 		case "outbox done":
-			if it.Source != FromOutbox || it.Kind != cluster.KindDone || it.Peer != "b" || it.Depth != 9 {
+			if it.Source != FromOutbox || it.Kind != exchange.KindDone || it.Peer != "b" || it.Depth != 9 {
 				t.Errorf("%s: %+v", c, it)
 			}
 		case "outbox outcome":
-			if it.Source != FromOutbox || it.Kind != cluster.KindOutcome || it.Peer != "b" || it.Depth != 4 {
+			if it.Source != FromOutbox || it.Kind != exchange.KindOutcome || it.Peer != "b" || it.Depth != 4 {
 				t.Errorf("%s: %+v", c, it)
 			}
 		default:
@@ -217,7 +218,7 @@ func TestOpenDirRefuses(t *testing.T) {
 	}
 	defer f.Close()
 	heldOutbox, _ := deadDir(t, 1)
-	ob, err := cluster.OpenOutbox(cluster.OutboxConfig{Path: filepath.Join(heldOutbox, OutboxFile), NoSync: true, Logger: quiet()})
+	ob, err := exchange.OpenOutbox(exchange.OutboxConfig{Path: filepath.Join(heldOutbox, OutboxFile), NoSync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,17 +249,17 @@ func TestOpenDirRefuses(t *testing.T) {
 }
 
 // liveMember is an exchange backed by a frontier that owns every URL.
-func liveMember(t *testing.T) (*cluster.Exchange, *frontier.Frontier) {
+func liveMember(t *testing.T) (*exchange.Stream, *frontier.Frontier) {
 	t.Helper()
 	f, err := frontier.Open(frontier.Options{Path: filepath.Join(t.TempDir(), "frontier.db"), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := cluster.OpenOutbox(cluster.OutboxConfig{Path: filepath.Join(t.TempDir(), "outbox.db"), NoSync: true, Logger: quiet()})
+	ob, err := exchange.OpenOutbox(exchange.OutboxConfig{Path: filepath.Join(t.TempDir(), "outbox.db"), NoSync: true, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := cluster.NewExchange(cluster.ExchangeConfig{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: cluster.StoreReceiver(cluster.Records{Frontier: f}),
+	x, err := exchange.New(exchange.Config{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: exchange.StoreReceiver(cluster.RecordWriter{Records: f}),
 		OwnerOf: func(frontier.NewURL) string { return "live" }, AddrOf: func(string) (string, bool) { return "", false }, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +335,7 @@ type flaky struct {
 	sent   *[]int
 }
 
-func (f flaky) Send(_ context.Context, id uint64, es []cluster.Entry) (uint64, error) {
+func (f flaky) Send(_ context.Context, id uint64, es []exchange.Entry) (uint64, error) {
 	if *f.fails > 0 {
 		*f.fails--
 		return 0, fmt.Errorf("connection reset (fake)")

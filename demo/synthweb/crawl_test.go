@@ -106,7 +106,7 @@ func (c *naiveCrawler) get(u *url.URL, delay time.Duration) (*http.Response, []b
 	delay = max(delay, c.minDelay)
 	if last, ok := c.last[u.Host]; ok {
 		if d := time.Until(last.Add(delay)); d > 0 {
-			time.Sleep(d)
+			time.Sleep(d) // the politeness delay itself
 		}
 	}
 	req, err := http.NewRequest("GET", u.String(), nil)

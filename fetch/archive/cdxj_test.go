@@ -22,8 +22,8 @@ func variedExchanges(t *testing.T, w *WARCWriter, n int) map[string]bool {
 	t.Helper()
 	urls := map[string]bool{}
 	for i := 0; i < n; i++ {
-		target, req, resp := testExchange(i, 300+i*37%5000)
-		x := Exchange{Target: target, Request: req, Response: resp, Date: time.Date(2026, 1, 2, 3, 4, 5, i*1000, time.UTC)}
+		target, req, resp := testCapture(i, 300+i*37%5000)
+		x := Capture{Target: target, Request: req, Response: resp, Date: time.Date(2026, 1, 2, 3, 4, 5, i*1000, time.UTC)}
 		switch i % 6 {
 		case 1: // head + body, stored
 			body := bytes.Repeat([]byte{0, 1, 2, 0xff}, i)
@@ -87,8 +87,8 @@ func TestWARCValidatesWithGowarc(t *testing.T) {
 	// and validation fails on a record whose block does not match its digest
 	dir := t.TempDir()
 	w := newWriter(t, dir, 0)
-	target, req, resp := testExchange(1, 100)
-	if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+	target, req, resp := testCapture(1, 100)
+	if err := w.WriteCapture(target, "", time.Now(), req, resp); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 func TestCrawlLogRoundTrip(t *testing.T) {
@@ -202,13 +204,7 @@ func TestCrawlLogFlush(t *testing.T) {
 	if err := l.Write(LogEntry{URL: "http://a.test/3", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for lines() != 4 {
-		if time.Now().After(deadline) {
-			t.Fatal("a buffered line was not written by itself within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, "a buffered line written by itself", func() bool { return lines() == 4 })
 	if err := l.Flush(); err != nil {
 		t.Fatalf("Flush after Close: %v", err)
 	}
@@ -250,10 +246,8 @@ func TestCrawlLogBeforeFlush(t *testing.T) {
 	if err := l.Write(LogEntry{URL: "http://a.test/2", Status: 200}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for calls.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // the flush delay (2 ms) runs the hook
-	}
+	// The flush delay (2 ms) runs the hook.
+	wait.For(t, 5*time.Second, "the hook run by the flush delay", func() bool { return calls.Load() >= 2 })
 	if err := l.Flush(); err != nil { // nothing left: no third call
 		t.Fatal(err)
 	}

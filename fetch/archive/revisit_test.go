@@ -22,7 +22,7 @@ func TestWARCRevisitRecords(t *testing.T) {
 	h := http.Header{"Content-Type": {"text/html"}, "Etag": {`"v1"`}}
 	req := []byte("GET /p HTTP/1.1\r\nHost: a.test\r\n\r\n")
 	const target = "http://a.test/p"
-	if err := w.Write(Exchange{Target: target, Date: first, Request: req, Response: HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body}); err != nil {
+	if err := w.Write(Capture{Target: target, Date: first, Request: req, Response: HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body}); err != nil {
 		t.Fatal(err)
 	}
 	digest := FormatDigest(sha1.Sum(body))
@@ -30,12 +30,12 @@ func TestWARCRevisitRecords(t *testing.T) {
 		t.Fatalf("FormatDigest %s != Digest %s", digest, Digest(body))
 	}
 	same := Revisit{Profile: ProfileIdenticalPayload, RefersToTargetURI: target, RefersToDate: first, PayloadDigest: digest}
-	if err := w.Write(Exchange{Target: target, Date: first.Add(time.Minute), Request: req,
+	if err := w.Write(Capture{Target: target, Date: first.Add(time.Minute), Request: req,
 		Response: HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body, Revisit: &same}); err != nil {
 		t.Fatal(err)
 	}
 	notMod := Revisit{Profile: ProfileNotModified, RefersToTargetURI: target, RefersToDate: first, PayloadDigest: digest}
-	if err := w.Write(Exchange{Target: target, Date: first.Add(2 * time.Minute), Request: req,
+	if err := w.Write(Capture{Target: target, Date: first.Add(2 * time.Minute), Request: req,
 		Response: HTTPResponseBlock("HTTP/1.1", 304, http.Header{"Etag": {`"v1"`}}, nil), Revisit: &notMod}); err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,8 @@ func TestWARCTickets(t *testing.T) {
 	}
 	write := func(i int) *Ticket {
 		t.Helper()
-		target, req, resp := testExchange(i, 500)
-		tk, err := w.WriteTicket(Exchange{Target: target, Request: req, Response: resp})
+		target, req, resp := testCapture(i, 500)
+		tk, err := w.WriteTicket(Capture{Target: target, Request: req, Response: resp})
 		if err != nil || tk == nil {
 			t.Fatalf("write %d: %v (ticket %v)", i, err, tk)
 		}
@@ -143,8 +143,8 @@ func TestWARCIndexRetried(t *testing.T) {
 	}
 	write := func(i int) {
 		t.Helper()
-		target, req, resp := testExchange(i, 500)
-		if _, err := w.WriteTicket(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+		target, req, resp := testCapture(i, 500)
+		if _, err := w.WriteTicket(Capture{Target: target, Request: req, Response: resp}); err != nil {
 			t.Fatal(err)
 		}
 	}

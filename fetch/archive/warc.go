@@ -107,7 +107,7 @@ const OpenSuffix = ".open"
 type WARCWriter struct {
 	cfg        WARCConfig
 	pool       sync.Pool // *gzip.Writer at cfg.CompressionLevel
-	storedPool sync.Pool // *gzip.Writer at gzip.NoCompression (Exchange.Stored)
+	storedPool sync.Pool // *gzip.Writer at gzip.NoCompression (Capture.Stored)
 
 	mu        sync.Mutex
 	closed    bool
@@ -147,8 +147,9 @@ func NewWARCWriter(c WARCConfig) (*WARCWriter, error) {
 	return &WARCWriter{cfg: c, infoID: id}, nil
 }
 
-// Exchange is one fetched URL to archive.
-type Exchange struct {
+// Capture is one fetched URL to archive: its HTTP request and response,
+// written as a WARC request record and a response (or revisit) record.
+type Capture struct {
 	Target   string    // WARC-Target-URI
 	IP       string    // WARC-IP-Address ("" = omitted)
 	Date     time.Time // WARC-Date (zero = now)
@@ -193,15 +194,15 @@ type Revisit struct {
 	PayloadDigest string
 }
 
-// WriteExchange writes a request record and a response record (the request's
+// WriteCapture writes a request record and a response record (the request's
 // WARC-Concurrent-To names the response), each its own gzip member, with block digests and the
 // response's payload digest.
-func (w *WARCWriter) WriteExchange(target string, ip string, date time.Time, request []byte, response []byte) error {
-	return w.Write(Exchange{Target: target, IP: ip, Date: date, Request: request, Response: response})
+func (w *WARCWriter) WriteCapture(target string, ip string, date time.Time, request []byte, response []byte) error {
+	return w.Write(Capture{Target: target, IP: ip, Date: date, Request: request, Response: response})
 }
 
-// Write is WriteExchange with all options.
-func (w *WARCWriter) Write(x Exchange) error {
+// Write is WriteCapture with all options.
+func (w *WARCWriter) Write(x Capture) error {
 	_, err := w.WriteTicket(x)
 	return err
 }
@@ -210,7 +211,7 @@ func (w *WARCWriter) Write(x Exchange) error {
 // (Ticket): it tells, once the buffer has been written, whether they reached
 // the file. On an error the ticket is nil and nothing was buffered, or the
 // ticket is lost.
-func (w *WARCWriter) WriteTicket(x Exchange) (*Ticket, error) {
+func (w *WARCWriter) WriteTicket(x Capture) (*Ticket, error) {
 	if x.Date.IsZero() {
 		x.Date = time.Now()
 	}
@@ -732,7 +733,7 @@ func HTTPResponseBlock(proto string, status int, header http.Header, rawBody []b
 
 // HTTPResponseHead is HTTPResponseBlock without the body (up to and
 // including the blank line after the headers) for a raw body of bodyLen
-// bytes: pass it as Exchange.Response and the body as Exchange.Body to
+// bytes: pass it as Capture.Response and the body as Capture.Body to
 // archive a response without copying its body.
 func HTTPResponseHead(proto string, status int, header http.Header, bodyLen int) []byte {
 	b := bytes.NewBuffer(make([]byte, 0, 64+64*len(header)))

@@ -12,18 +12,18 @@ import (
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 )
 
-// benchExchange is one synthetic-web response as the node archives it.
-type benchExchange struct{ x Exchange }
+// benchCapture is one synthetic-web response as the node archives it.
+type benchCapture struct{ x Capture }
 
 var (
 	benchOnce sync.Once
-	benchXs   []benchExchange
+	benchXs   []benchCapture
 )
 
-// synthExchanges returns ~2,000 responses of the default synthetic web
+// synthCaptures returns ~2,000 responses of the default synthetic web
 // (2-8 KB pages; gzip hosts send gzip bodies, archived as stored members
 // like the node does), in breadth-first order from its seeds.
-func synthExchanges(tb testing.TB) []benchExchange {
+func synthCaptures(tb testing.TB) []benchCapture {
 	benchOnce.Do(func() {
 		rs, err := synthweb.SampleDefault(2000, true)
 		if err != nil {
@@ -32,7 +32,7 @@ func synthExchanges(tb testing.TB) []benchExchange {
 		for _, r := range rs {
 			u, _ := url.Parse(r.URL)
 			dump := []byte("GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: phasecrawl-bench/1.0 (+http://example.test/bot)\r\nAccept-Encoding: gzip\r\n\r\n")
-			benchXs = append(benchXs, benchExchange{Exchange{
+			benchXs = append(benchXs, benchCapture{Capture{
 				Target: r.URL, IP: "127.0.0.1", Request: dump,
 				Response: HTTPResponseHead("HTTP/1.1", r.Code, r.Header, len(r.Body)), Body: r.Body,
 				Stored: r.Header.Get("Content-Encoding") != "",
@@ -46,7 +46,7 @@ func synthExchanges(tb testing.TB) []benchExchange {
 // response records) through a WARCWriter into a file; ns/op is per
 // exchange, B/exch the file bytes per exchange.
 func BenchmarkWARCWrite(b *testing.B) {
-	xs := synthExchanges(b)
+	xs := synthCaptures(b)
 	for _, bc := range []struct {
 		name      string
 		level     int
@@ -101,7 +101,7 @@ func BenchmarkWARCWrite(b *testing.B) {
 // at once (FlushDelay 0) and with the default group write (FlushDelay
 // 2ms); ns/op is the wall time per exchange, CPU included.
 func BenchmarkWARCFlush(b *testing.B) {
-	xs := synthExchanges(b)
+	xs := synthCaptures(b)
 	for _, bc := range []struct {
 		name  string
 		delay time.Duration

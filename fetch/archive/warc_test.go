@@ -15,9 +15,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
-func testExchange(i int, bodySize int) (target string, req, resp []byte) {
+func testCapture(i int, bodySize int) (target string, req, resp []byte) {
 	target = fmt.Sprintf("http://h%d.synth.test/p/%d", i%7, i)
 	req = []byte(fmt.Sprintf("GET /p/%d HTTP/1.1\r\nHost: h%d.synth.test\r\nUser-Agent: t\r\nAccept-Encoding: gzip, deflate\r\n\r\n", i, i%7))
 	body := make([]byte, bodySize)
@@ -127,8 +129,8 @@ func TestWARCConcurrentWriteRead(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
 				n := g*per + i
-				target, req, resp := testExchange(n, 300+n)
-				if err := w.WriteExchange(target, "127.0.0.1", time.Now(), req, resp); err != nil {
+				target, req, resp := testCapture(n, 300+n)
+				if err := w.WriteCapture(target, "127.0.0.1", time.Now(), req, resp); err != nil {
 					t.Error(err)
 				}
 			}
@@ -141,8 +143,8 @@ func TestWARCConcurrentWriteRead(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal("second Close:", err)
 	}
-	target, req, resp := testExchange(0, 1)
-	if err := w.WriteExchange(target, "", time.Now(), req, resp); !errors.Is(err, ErrClosed) {
+	target, req, resp := testCapture(0, 1)
+	if err := w.WriteCapture(target, "", time.Now(), req, resp); !errors.Is(err, ErrClosed) {
 		t.Fatalf("write after Close: %v", err)
 	}
 	files := w.Files()
@@ -160,7 +162,7 @@ func TestWARCConcurrentWriteRead(t *testing.T) {
 	seen := 0
 	for _, r := range recs {
 		if r.h["WARC-Target-URI"] == "http://h5.synth.test/p/12" && r.h["WARC-Type"] == "response" {
-			_, _, want := testExchange(12, 312)
+			_, _, want := testCapture(12, 312)
 			if !bytes.Equal(r.block, want) || r.h["WARC-IP-Address"] != "127.0.0.1" {
 				t.Fatal("response block differs from what was written")
 			}
@@ -177,8 +179,8 @@ func TestWARCRotation(t *testing.T) {
 	w := newWriter(t, dir, 8<<10)
 	const n = 60
 	for i := 0; i < n; i++ {
-		target, req, resp := testExchange(i, 1000)
-		if err := w.WriteExchange(target, "10.0.0.1", time.Unix(1700000000, 0), req, resp); err != nil {
+		target, req, resp := testCapture(i, 1000)
+		if err := w.WriteCapture(target, "10.0.0.1", time.Unix(1700000000, 0), req, resp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -215,8 +217,8 @@ func writeFile(t *testing.T, n int) string {
 	dir := t.TempDir()
 	w := newWriter(t, dir, 0)
 	for i := 0; i < n; i++ {
-		target, req, resp := testExchange(i, 2000)
-		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+		target, req, resp := testCapture(i, 2000)
+		if err := w.WriteCapture(target, "", time.Now(), req, resp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -423,11 +425,11 @@ func TestWARCConfigValidate(t *testing.T) {
 func TestWARCStoredResponse(t *testing.T) {
 	dir := t.TempDir()
 	w := newWriter(t, dir, 0)
-	target, req, resp := testExchange(1, 64<<10)
-	if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+	target, req, resp := testCapture(1, 64<<10)
+	if err := w.Write(Capture{Target: target, Request: req, Response: resp}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(Exchange{Target: target, Request: req, Response: resp, Stored: true}); err != nil {
+	if err := w.Write(Capture{Target: target, Request: req, Response: resp, Stored: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -472,10 +474,10 @@ func TestWARCResponseHeadAndBody(t *testing.T) {
 		if !bytes.Equal(append(append([]byte(nil), head...), body...), block) {
 			t.Fatalf("head+body != block:\n%q\n%q", head, block)
 		}
-		if err := w.Write(Exchange{Target: "http://a/", Date: date, Request: req, Response: block}); err != nil {
+		if err := w.Write(Capture{Target: "http://a/", Date: date, Request: req, Response: block}); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Write(Exchange{Target: "http://a/", Date: date, Request: req, Response: head, Body: body}); err != nil {
+		if err := w.Write(Capture{Target: "http://a/", Date: date, Request: req, Response: head, Body: body}); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {
@@ -522,9 +524,9 @@ func TestWARCStoreRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target, req, resp := testExchange(1, 8<<10)
+		target, req, resp := testCapture(1, 8<<10)
 		req = append(req[:len(req)-2:len(req)-2], []byte(strings.Repeat("X-Pad: aaaaaaaaaaaaaaaa\r\n", 20)+"\r\n")...)
-		if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+		if err := w.Write(Capture{Target: target, Request: req, Response: resp}); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {
@@ -566,9 +568,9 @@ func TestWARCLevels(t *testing.T) {
 		}
 		var resps [][]byte
 		for i := range 20 {
-			target, req, resp := testExchange(i, 100+i*400)
+			target, req, resp := testCapture(i, 100+i*400)
 			resps = append(resps, resp)
-			if err := w.Write(Exchange{Target: target, Request: req, Response: resp}); err != nil {
+			if err := w.Write(Capture{Target: target, Request: req, Response: resp}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -619,8 +621,8 @@ func TestWARCFlush(t *testing.T) {
 	}
 	write := func(i, size int) {
 		t.Helper()
-		target, req, resp := testExchange(i, size)
-		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+		target, req, resp := testCapture(i, size)
+		if err := w.WriteCapture(target, "", time.Now(), req, resp); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -688,8 +690,8 @@ func TestWARCFlushDelay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		target, req, resp := testExchange(1, 500)
-		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+		target, req, resp := testCapture(1, 500)
+		if err := w.WriteCapture(target, "", time.Now(), req, resp); err != nil {
 			t.Fatal(err)
 		}
 		if delay == 0 {
@@ -697,13 +699,9 @@ func TestWARCFlushDelay(t *testing.T) {
 				t.Fatalf("FlushDelay 0: the file holds %d records right after Write, want 3", got)
 			}
 		} else {
-			deadline := time.Now().Add(10 * time.Second)
-			for len(openRecords(t, dir)) != 3 {
-				if time.Now().After(deadline) {
-					t.Fatalf("FlushDelay %s: the record was not written by itself within 10s", delay)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			wait.For(t, 10*time.Second, fmt.Sprintf("FlushDelay %s: the record written by itself", delay), func() bool {
+				return len(openRecords(t, dir)) == 3
+			})
 		}
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
@@ -722,8 +720,8 @@ func TestWARCWriteBehind(t *testing.T) {
 	w := newWriter(t, dir, 0)
 	const n = 800 // ~40 KB per exchange after gzip: ~32 MB, four chunks
 	for i := 0; i < n; i++ {
-		target, req, resp := testExchange(i, 64<<10)
-		if err := w.WriteExchange(target, "", time.Now(), req, resp); err != nil {
+		target, req, resp := testCapture(i, 64<<10)
+		if err := w.WriteCapture(target, "", time.Now(), req, resp); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -28,6 +28,12 @@ func (r *recorder) Fatalf(format string, args ...any) {
 // try runs For on a recorder and returns what it failed with ("" when
 // it returned).
 func try[C Cond](timeout time.Duration, what string, cond C) (msg string) {
+	return record(func(r *recorder) { For(r, timeout, what, cond) })
+}
+
+// record runs wait on a recorder and returns what it failed with ("" when
+// it returned).
+func record(wait func(*recorder)) (msg string) {
 	r := &recorder{}
 	defer func() {
 		if p := recover(); p != nil && p != any(r) {
@@ -37,7 +43,7 @@ func try[C Cond](timeout time.Duration, what string, cond C) (msg string) {
 		msg = r.msg
 		r.mu.Unlock()
 	}()
-	For(r, timeout, what, cond)
+	wait(r)
 	return ""
 }
 
@@ -57,5 +63,54 @@ func TestFor(t *testing.T) {
 	}
 	if msg := try(time.Minute, "described", func() (bool, string) { return true, "done" }); msg != "" {
 		t.Errorf("a described condition that holds: %q", msg)
+	}
+}
+
+// TestSteady: Steady returns only once the condition held at every poll
+// for the span, a false poll starting the span again; a condition that
+// holds now and then, never for the span, fails it.
+func TestSteady(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cond  func(call int) bool // call counts from 1
+		fails bool
+	}{
+		{"always", func(int) bool { return true }, false},
+		{"from the fifth call", func(call int) bool { return call >= 5 }, false},
+		{"one call in two", func(call int) bool { return call%2 == 0 }, true},
+		{"never", func(int) bool { return false }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const hold = 30 * time.Millisecond
+			var calls int
+			var trueFrom, end time.Time // the start of the last run of true polls
+			timeout := 300 * time.Millisecond
+			msg := record(func(r *recorder) {
+				Steady(r, timeout, hold, "steady", func() bool {
+					calls++
+					ok := tc.cond(calls)
+					switch {
+					case !ok:
+						trueFrom = time.Time{}
+					case trueFrom.IsZero():
+						trueFrom = time.Now()
+					}
+					return ok
+				})
+				end = time.Now()
+			})
+			if tc.fails {
+				if msg != "not within 300ms: steady (for 30ms)" {
+					t.Errorf("failed with %q, want the timeout", msg)
+				}
+				return
+			}
+			if msg != "" {
+				t.Fatalf("failed: %q", msg)
+			}
+			if trueFrom.IsZero() || end.Sub(trueFrom) < hold {
+				t.Errorf("returned after %d calls, the condition true since %v only", calls, end.Sub(trueFrom))
+			}
+		})
 	}
 }

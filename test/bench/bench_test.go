@@ -211,12 +211,6 @@ func lastPagesTime(web *synthweb.Web, share float64) time.Duration {
 	return ends[len(ends)-1].Sub(ends[min(k, len(ends)-1)])
 }
 
-// ProfileEnv, when set to a directory, makes each crawl write its own CPU
-// profile there (NAME-N.prof, N counting the crawls of the process), so two
-// crawls of one process can be compared (go tool pprof -diff_base). A
-// measurement aid only: off by default.
-const ProfileEnv = "PHASECRAWL_BENCH_CPUPROFILE"
-
 var profiledCrawls int
 
 // crawlProfilePath is the CPU profile path of the next crawl named name

@@ -27,9 +27,9 @@ import (
 	"github.com/temoto/robotstxt"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/webnode"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // UserAgent is the user agent of both crawlers (phasecrawl's default): it
@@ -172,7 +172,7 @@ func RunPhasecrawlConfig(ctx context.Context, cfg config.Config, timeout time.Du
 //   - scope: a URLFilter for http(s)://*.synth.test/ plus the same check
 //     before Visit;
 //   - links are de-duplicated before Visit with our own mutex-protected set
-//     of URLs normalized by fetch.Normalize (gocolly/colly#520: colly's own
+//     of URLs normalized by urlscope.Normalize (gocolly/colly#520: colly's own
 //     visited check races under Async); AllowURLRevisit=true because colly's
 //     redirect check would otherwise mark a redirect target visited and the
 //     Visit of that target (our own enqueue) would be refused;
@@ -385,7 +385,7 @@ func (cc *collyCrawl) enqueue(raw string) {
 	if raw == "" {
 		return
 	}
-	u, err := fetch.Normalize(raw)
+	u, err := urlscope.Normalize(raw)
 	if err != nil {
 		return
 	}

@@ -33,6 +33,12 @@ import (
 // MemberEnv carries a member's memberSpec (JSON). Set by the parent only.
 const MemberEnv = "PHASECRAWL_BENCH_MEMBER"
 
+// ProfileEnv, when set to a directory, makes each crawl write its own CPU
+// profile there (NAME-N.prof, N counting the crawls of the process), so two
+// crawls of one process can be compared (go tool pprof -diff_base). A
+// measurement aid only: off by default.
+const ProfileEnv = "PHASECRAWL_BENCH_CPUPROFILE"
+
 // memberSpec is what a member process needs.
 type memberSpec struct {
 	Web      synthweb.Config // rebuilt in the child (deterministic) for seeds, host names and scope

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/testpki"
@@ -229,7 +229,7 @@ func captureCrawl(t *testing.T, withTLS bool) {
 	}
 	fd := newFinder(needles)
 	seeds := web.Seeds()
-	clear := cluster.EncodeBatch(cluster.Batch{ID: 1, Entries: []cluster.Entry{{NewURL: frontier.NewURL{URL: seeds[0], Host: hostOf(t, seeds[0])}}}})
+	clear := exchange.EncodeBatch(exchange.Batch{ID: 1, Entries: []exchange.Entry{{NewURL: frontier.NewURL{URL: seeds[0], Host: hostOf(t, seeds[0])}}}})
 	if got := fd.find(clear); len(got) < 2 {
 		t.Fatalf("the search finds %q in a clear-text batch of %s: want its URL and host", got, seeds[0])
 	}
@@ -255,7 +255,7 @@ func captureCrawl(t *testing.T, withTLS bool) {
 	cc.(*net.TCPConn).SetNoDelay(true)
 	half := len(seeds[1]) / 2
 	cc.Write([]byte(canaryText[:half]))
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // two segments apart in time, as a slow peer sends them
 	cc.Write([]byte(canaryText[half:]))
 	cc.Close()
 

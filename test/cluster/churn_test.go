@@ -99,6 +99,8 @@ func TestProcChurn(t *testing.T) {
 		t.Helper()
 		wait.For(t, within, what, func() bool { return c.formed(ps) })
 	}
+	// The cluster crawls on for a random 1-3 s between two faults: the
+	// random moment is the point, there is no state to wait for.
 	gap := func() { time.Sleep(time.Duration(1000+rng.Intn(2000)) * time.Millisecond) }
 	pick := func() *proc { return running[rng.Intn(len(running))] }
 	without := func(ps []*proc, x *proc) []*proc {

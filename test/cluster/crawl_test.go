@@ -273,13 +273,15 @@ func TestProcKillAndRestart(t *testing.T) {
 			unexplained = append(unexplained, fmt.Sprintf("%s: %v", u, evs))
 		}
 	}
-	// Per worker: its request in flight, and a lent page fetched whose
-	// outcome was being recorded (the node records at most one per worker
-	// at once while its trips go on).
+	// Per worker at most three fetches never reached the log: its request
+	// in flight, the page before it that is archived and parsed while that
+	// request runs (its log line is written once it is archived), and a
+	// lent page fetched whose outcome was being recorded (the node records
+	// at most one per worker at once while its trips go on).
 	t.Logf("%d duplicate fetches: %d requests in flight at the kill; %d pages of node2 recorded in its crawl log yet fetched again after its restart, %d fetched again by the others while it was away (both must be 0)",
 		rep.Duplicates, cut, inTrip, takenOver)
-	if cut > 2*c.workers {
-		t.Errorf("%d requests in flight at the kill fetched again: more than twice node2's %d workers", cut, c.workers)
+	if cut > 3*c.workers {
+		t.Errorf("%d fetches in flight at the kill fetched again: more than three for each of node2's %d workers", cut, c.workers)
 	}
 	if inTrip > 0 {
 		t.Errorf("%d pages node2 fetched and logged before the kill were fetched again after its restart (not settled from its WARC file)", inTrip)

@@ -41,7 +41,9 @@ func TestProcTwoNodesFenced(t *testing.T) {
 	if v := metricSum(m, cluster.MetricClusterFenced); v != 1 {
 		t.Errorf("%s = %v while fenced, want 1", cluster.MetricClusterFenced, v)
 	}
-	// Requests started before the fence end by their phase's deadline.
+	// Requests started before the fence end by their phase's deadline: the
+	// bound the fence promises, waited out; then nothing is fetched over
+	// three phases, which only the clock can show.
 	time.Sleep(c.phase + time.Second)
 	st0, err := ps[0].status()
 	if err != nil {

@@ -58,8 +58,9 @@ func TestProcFullDiskMember(t *testing.T) {
 	if !strings.Contains(m, "\nphasecrawl_storage_paused 1\n") {
 		t.Errorf("%s: phasecrawl_storage_paused is not 1 while paused", full.name)
 	}
-	// Requests started before the pause end by their phase's deadline;
-	// then the member fetches nothing while the others go on.
+	// Requests started before the pause end by their phase's deadline (the
+	// bound the pause promises, waited out); then the member fetches nothing
+	// over three phases, which only the clock can show, while the others go on.
 	time.Sleep(c.phase + time.Second)
 	var pr progress
 	before, others := mustPages(t, full), pr.total(ps)

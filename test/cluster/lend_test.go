@@ -103,7 +103,7 @@ func TestProcLendingKill(t *testing.T) {
 		}
 	}
 	t.Logf("node1 and node2 killed at %s, %.0f lent pages fetched so far", killAt.UTC().Format("15:04:05.000"), lentBefore)
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the victims stay down 3 s, as after a crash, while node0 crawls on
 	for _, v := range victims {
 		v.start(ps[0].gossip)
 	}

@@ -85,6 +85,7 @@ type proc struct {
 	done                   chan struct{}
 	exitErr                error
 	starts                 int
+	env                    []string // more PHASECRAWL_* variables for this node
 }
 
 func newProcCluster(t testing.TB, web *synthweb.Web, webAddr string) *procCluster {
@@ -158,7 +159,7 @@ func (p *proc) start(join ...string) {
 		// Runs any test of the package with cluster.lend set (its own env may override).
 		cmd.Env = append(cmd.Env, "PHASECRAWL_CLUSTER_LEND="+v)
 	}
-	cmd.Env = append(cmd.Env, c.env...)
+	cmd.Env = append(append(cmd.Env, c.env...), p.env...)
 	header := fmt.Sprintf("---- start %d: %s", p.starts+1, strings.Join(cmd.Args, " "))
 	done, err := harness.StartLogged(cmd, p.logPath, header, func(err error) { p.exitErr = err })
 	if err != nil {
@@ -297,23 +298,14 @@ func apis(ps []*proc) []string {
 	return out
 }
 
-// waitDone waits until the crawl is done on every running node, twice in a row.
+// waitDone waits until the crawl is done on every running node, their
+// outboxes empty, and still so 400 ms later.
 func waitDone(t testing.TB, ps []*proc, timeout time.Duration) {
 	t.Helper()
-	seen := 0
-	deadline := time.Now().Add(timeout)
-	for seen < 3 {
+	wait.Steady(t, timeout, 400*time.Millisecond, "crawl done on every node", func() (bool, string) {
 		why := harness.NotDone(apis(ps))
-		if len(why) == 0 {
-			seen++
-		} else {
-			seen = 0
-		}
-		if seen == 0 && time.Now().After(deadline) {
-			t.Fatalf("timeout (%s): crawl done on every node; not done:\n%s", timeout, strings.Join(why, "\n"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(why) == 0, "not done:\n" + strings.Join(why, "\n")
+	})
 }
 
 // clusterWeb starts the synthetic web of the cluster tests in a process of

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // TestProcRecrawlJoinLeave: three node processes crawl a small web whose
@@ -75,6 +75,8 @@ func TestProcRecrawlJoinLeave(t *testing.T) {
 		return true
 	})
 	t.Logf("%5.1fs first round done (%d pages)", time.Since(start).Seconds(), len(exp.Pages))
+	// The cluster revisits for an interval, real time, before and after each
+	// change of members: the revisits over those spans are what is checked.
 	time.Sleep(interval)
 
 	joiner := c.add(3)
@@ -200,7 +202,7 @@ func frontierRecords(t *testing.T, ps []*proc, urls []string) []string {
 			continue
 		}
 		for _, u := range urls {
-			n, err := fetch.Normalize(u)
+			n, err := urlscope.Normalize(u)
 			if err != nil {
 				continue
 			}

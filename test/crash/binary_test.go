@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/internal/wait"
+	"github.com/phasecrawl/phasecrawl/test/harness"
 	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
 
@@ -132,8 +135,7 @@ func (c *child) get(ctx context.Context, path string) (int, []byte, error) {
 // waitReady polls /readyz until it answers 200, the process exits, or timeout.
 func (c *child) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	wait.For(t, timeout, "/readyz answers 200", func() (bool, string) {
 		select {
 		case <-c.done:
 			t.Fatalf("exited before ready: %v\n%s", c.err, tail(c.logs.String()))
@@ -142,22 +144,15 @@ func (c *child) waitReady(t *testing.T, timeout time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		code, _, err := c.get(ctx, "/readyz")
 		cancel()
-		if err == nil && code == 200 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("not ready after %s\n%s", timeout, tail(c.logs.String()))
+		return err == nil && code == 200, tail(c.logs.String())
+	})
 }
 
+// freeAddr returns a loopback address with a free port, never one handed
+// out before in this test process.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(harness.FreePort(t, "127.0.0.1")))
 }
 
 // tail returns the last lines of a log, for failure messages.

@@ -21,10 +21,11 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 const (
@@ -86,7 +87,7 @@ func (l *ledger) fp(t *testing.T, u string) frontier.Ref {
 	if fp, ok := l.fps[u]; ok {
 		return fp
 	}
-	n, err := fetch.Normalize(u)
+	n, err := urlscope.Normalize(u)
 	if err != nil {
 		t.Fatalf("synthetic URL %s does not normalize: %v", u, err)
 	}
@@ -210,9 +211,10 @@ func TestCrashRecovery(t *testing.T) {
 	maxLost, tears := 0, 0
 	for k := 0; k < kills; k++ {
 		c := startChild(t, bin, srv, data)
-		// Kill at a random moment: sometimes during start-up and recovery, mostly mid-crawl.
-		wait := time.Duration(rng.Intn(900)+30) * time.Millisecond
-		time.Sleep(wait)
+		// Kill at a random moment: sometimes during start-up and recovery,
+		// mostly mid-crawl. The random time is the point: no state to wait for.
+		after := time.Duration(rng.Intn(900)+30) * time.Millisecond
+		time.Sleep(after)
 		c.kill()
 		keepRecoveryLines(&recoveryLogs, c.logs.String())
 		lost := led.afterKill(t, quiet(t, web), dbPath)
@@ -240,28 +242,22 @@ func TestCrashRecovery(t *testing.T) {
 			torn[open[0]] = fi.Size()
 			tears++
 		}
-		t.Logf("kill %2d after %4s: %5d requests served so far, %3d fetches lost, %d WARC files open, %d torn by the test", k+1, wait.Round(time.Millisecond), web.Report().Requests, lost, len(open), tears)
+		t.Logf("kill %2d after %4s: %5d requests served so far, %3d fetches lost, %d WARC files open, %d torn by the test", k+1, after.Round(time.Millisecond), web.Report().Requests, lost, len(open), tears)
 	}
 
 	// A last run crawls to the end and stops gracefully.
 	c := startChild(t, bin, srv, data)
 	c.waitReady(t, 30*time.Second)
-	deadline := time.Now().Add(4 * time.Minute)
-	for done := 0; done < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("crawl not done after the kills\n%s", tail(c.logs.String()))
-		}
+	wait.Steady(t, 4*time.Minute, 200*time.Millisecond, "crawl done after the kills", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		code, body, err := c.get(ctx, "/v1/status")
 		cancel()
 		var st node.Status
 		if err == nil && code == 200 && json.Unmarshal(body, &st) == nil && st.Done {
-			done++
-		} else {
-			done = 0
+			return true, ""
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("status %d %v: %+v\n%s", code, err, st.Frontier, tail(c.logs.String()))
+	})
 	c.stop(t, 30*time.Second)
 	keepRecoveryLines(&recoveryLogs, c.logs.String())
 	t.Logf("crawl completed %s after the first start, across %d kills (at most %d fetches lost by one kill)", time.Since(start).Round(time.Millisecond), kills, maxLost)
@@ -306,15 +302,12 @@ func startChild(t *testing.T, bin string, srv *webnode.Server, data string) *chi
 func quiet(t *testing.T, web *synthweb.Web) synthweb.Report {
 	t.Helper()
 	last := web.Report()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
+	wait.Steady(t, 10*time.Second, 200*time.Millisecond, "the synthetic web quiet after the kill", func() (bool, string) {
 		rep := web.Report()
-		if rep.Requests == last.Requests {
-			return rep
-		}
+		quiet := rep.Requests == last.Requests
 		last = rep
-	}
-	t.Fatal("the synthetic web kept serving after the kill")
+		return quiet, fmt.Sprintf("%d requests served", rep.Requests)
+	})
 	return last
 }
 

@@ -1,6 +1,7 @@
 package crash
 
 import (
+	"fmt"
 	"math/rand"
 	"path/filepath"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestCrashDuringRecrawl kills the binary (SIGKILL) at random moments of a
@@ -51,20 +53,32 @@ func TestCrashDuringRecrawl(t *testing.T) {
 	}
 	for k := range kills {
 		c := run()
-		// The first run gets through a round; later ones die anywhere in
-		// the start-up, a revisit round or the pause between two.
-		wait := time.Duration(rng.Intn(2500)+200) * time.Millisecond
+		// The first run gets through a round; later ones die at a random
+		// moment (the randomness is the point: no state to wait for),
+		// anywhere in the start-up, a revisit round or the pause between two.
+		start := time.Now()
 		if k == 0 {
-			wait = 3 * time.Second
+			wait.For(t, time.Minute, "the first round: every page fetched", func() (bool, string) {
+				rep := web.Report()
+				for u := range exp.Pages {
+					if rep.URLs[u] == 0 {
+						return false, fmt.Sprintf("%s not fetched; %d URLs of %d", u, len(rep.URLs), len(exp.Pages))
+					}
+				}
+				return true, ""
+			})
+		} else {
+			time.Sleep(time.Duration(rng.Intn(2500)+200) * time.Millisecond)
 		}
-		time.Sleep(wait)
 		c.kill()
 		quiet(t, web)
 		checkWARCs(t, filepath.Join(data, "warc"))
-		t.Logf("kill %d after %s: %d requests served so far", k+1, wait.Round(time.Millisecond), web.Report().Requests)
+		t.Logf("kill %d after %s: %d requests served so far", k+1, time.Since(start).Round(time.Millisecond), web.Report().Requests)
 	}
 	c := run()
 	c.waitReady(t, 30*time.Second)
+	// The last run goes on for four intervals, real time: every page is
+	// revisited over that span, which is what is checked.
 	final := 4*interval + slack
 	time.Sleep(final)
 	c.stop(t, 30*time.Second)

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/testbin"
 )
 
@@ -194,14 +196,19 @@ func TestCrawlInterrupt(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(srv.Web.Report().URLs) < 20 {
-		if time.Now().After(deadline) {
+	fetching := true
+	t.Cleanup(func() {
+		if fetching { // the wait failed: the crawl still runs
 			_ = cmd.Process.Kill()
-			t.Fatalf("no 20 pages fetched in 30s; stderr: %s", stderr.String())
+			_ = cmd.Wait()
+			t.Logf("stderr: %s", stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
+	wait.For(t, 30*time.Second, "20 pages fetched", func() (bool, string) {
+		k := len(srv.Web.Report().URLs)
+		return k >= 20, fmt.Sprintf("%d pages", k)
+	})
+	fetching = false
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -354,22 +361,32 @@ func TestCrawlTerminal(t *testing.T) {
 	}
 	run("-f", "/dev/null", "new-session", "-d", "-s", "crawl", "-x", "200", "-y", "40", "sh", "-c", script)
 	t.Cleanup(func() { _ = exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("screen:\n%s", run("capture-pane", "-p", "-J", "-t", "crawl"))
+		}
+	})
 	run("pipe-pane", "-t", "crawl", "-o", "cat > "+shellQuote(raw))
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	var code []byte
-	for {
-		if code, err = os.ReadFile(rc); err == nil && len(code) > 0 {
-			break
+	wait.For(t, 60*time.Second, "the crawl's exit status written", func() bool {
+		code, err = os.ReadFile(rc)
+		return err == nil && len(code) > 0
+	})
+	// The pipe's last bytes: the summary is through, and nothing more comes.
+	size := int64(-1)
+	wait.Steady(t, 10*time.Second, 200*time.Millisecond, "the summary through the pipe", func() (bool, string) {
+		fi, err := os.Stat(raw)
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the crawl did not end in 60s; screen:\n%s", run("capture-pane", "-p", "-J", "-t", "crawl"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // the pipe's last bytes
+		grew := fi.Size() != size
+		size = fi.Size()
+		out, err := os.ReadFile(raw)
+		return err == nil && !grew && strings.Contains(string(out), "crawl finished"), fmt.Sprintf("%d bytes", size)
+	})
 	screen := run("capture-pane", "-p", "-J", "-t", "crawl")
 	t.Logf("screen:\n%s", strings.TrimRight(screen, "\n"))
 	if strings.TrimSpace(string(code)) != "0" {

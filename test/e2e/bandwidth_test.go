@@ -11,6 +11,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/bandwidth"
 	"github.com/phasecrawl/phasecrawl/config"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 )
 
@@ -159,7 +160,16 @@ func runBandwidthCrawl(t *testing.T, u config.ByteRate, policy string, sites ...
 	waitDone(t, n, 2*time.Minute)
 	// The Budget records a site's lateness when it sees the site done,
 	// within a reallocation interval of its last trip.
-	time.Sleep(time.Second)
+	deadlines := 0
+	for _, s := range sites {
+		if s.Deadline > 0 {
+			deadlines++
+		}
+	}
+	wait.For(t, 30*time.Second, "the lateness of every site with a deadline recorded", func() (bool, string) {
+		_, k, _ := deadlineMetrics(t, n)
+		return int(k) == deadlines, fmt.Sprintf("%v samples of %d sites with a deadline", k, deadlines)
+	})
 	stop()
 	return w, hosts, n
 }
@@ -296,20 +306,7 @@ func TestBandwidthDeadlines(t *testing.T) {
 	if measured < floor.Lateness-(0.1+0.1*floor.Lateness) {
 		t.Errorf("lateness %.3f s is below the %.3f s predicted at the budget: the budget was exceeded", measured, floor.Lateness)
 	}
-	mfs, err := n.Metrics().Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var reportedMissed, reportedCount, reportedSum float64
-	for _, mf := range mfs {
-		switch mf.GetName() {
-		case "phasecrawl_site_deadline_missed_total":
-			reportedMissed = mf.GetMetric()[0].GetCounter().GetValue()
-		case "phasecrawl_site_lateness_seconds":
-			h := mf.GetMetric()[0].GetHistogram()
-			reportedCount, reportedSum = float64(h.GetSampleCount()), h.GetSampleSum()
-		}
-	}
+	reportedMissed, reportedCount, reportedSum := deadlineMetrics(t, n)
 	t.Logf("reported: %v deadlines missed, %v lateness samples summing to %.3f s", reportedMissed, reportedCount, reportedSum)
 	if int(reportedMissed) != missed || reportedCount != float64(len(deadlines)) {
 		t.Errorf("reported %v missed deadlines and %v lateness samples; measured %d missed of %d", reportedMissed, reportedCount, missed, len(deadlines))
@@ -317,4 +314,24 @@ func TestBandwidthDeadlines(t *testing.T) {
 	if d := reportedSum - measured; d > 0.3 || d < -0.3 {
 		t.Errorf("reported lateness %.3f s, measured %.3f s", reportedSum, measured)
 	}
+}
+
+// deadlineMetrics reads the node's phasecrawl_site_deadline_missed_total
+// and the count and sum of its phasecrawl_site_lateness_seconds.
+func deadlineMetrics(t *testing.T, n *node.Node) (missed, count, sum float64) {
+	t.Helper()
+	mfs, err := n.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "phasecrawl_site_deadline_missed_total":
+			missed = mf.GetMetric()[0].GetCounter().GetValue()
+		case "phasecrawl_site_lateness_seconds":
+			h := mf.GetMetric()[0].GetHistogram()
+			count, sum = float64(h.GetSampleCount()), h.GetSampleSum()
+		}
+	}
+	return missed, count, sum
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -76,22 +78,13 @@ func runNode(t *testing.T, cfg config.Config) (*node.Node, func()) {
 	return n, stop
 }
 
-// waitDone polls until the node reports nothing left to do, twice in a row.
+// waitDone waits until the node reports nothing left to do, and still
+// nothing 200 ms later.
 func waitDone(t *testing.T, n *node.Node, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	seen := 0
-	for time.Now().Before(deadline) {
-		if n.Done() {
-			if seen++; seen >= 2 {
-				return
-			}
-		} else {
-			seen = 0
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("crawl not done after %s: %+v", timeout, n.Status())
+	wait.Steady(t, timeout, 200*time.Millisecond, "crawl done", func() (bool, string) {
+		return n.Done(), fmt.Sprintf("%+v", n.Status())
+	})
 }
 
 // TestSingleNodeCrawl is the end-to-end test: one node crawls the
@@ -217,13 +210,10 @@ func TestStopAndResume(t *testing.T) {
 	exp := srv.Web.Expected(srv.Scope(cfg.UserAgent))
 
 	n, stop := runNode(t, cfg)
-	deadline := time.Now().Add(crawlTimeout)
-	for n.Status().PagesFetched < int64(exp.Fetches/3) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no progress: %+v", n.Status())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, crawlTimeout, "a third of the pages fetched", func() (bool, string) {
+		st := n.Status()
+		return st.PagesFetched >= int64(exp.Fetches/3), fmt.Sprintf("%+v", st)
+	})
 	stop()
 	if c := n.Frontier().Counts(); c.InProgress != 0 {
 		t.Errorf("graceful stop left %d URLs IN_PROGRESS", c.InProgress)

@@ -10,6 +10,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
@@ -35,31 +36,35 @@ func TestFullDisk(t *testing.T) {
 
 	n, stop := runNode(t, cfg)
 	api := "http://" + n.Addr().String()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wait.For(t, time.Minute, "the node paused for its disk", func() (bool, string) {
 		st := fetchStatus(t, n)
 		if st.Paused && st.PausedReason == "disk" {
 			t.Logf("paused after %d pages: %+v", st.PagesFetched, st.Frontier)
-			break
+			return true, ""
 		}
 		if n.Done() {
 			t.Fatalf("the crawl finished on the small disk (%d pages): make the web bigger", st.PagesFetched)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the node did not pause: %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", st)
+	})
 	metrics := fetchText(t, api+"/metrics")
 	for _, want := range []string{"phasecrawl_storage_paused 1", "phasecrawl_storage_free_bytes "} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q while paused", want)
 		}
 	}
-	// Paused, it sends no request once those in flight are done.
-	time.Sleep(1500 * time.Millisecond)
+	// Paused, it sends no request once those in flight are done: the web
+	// falls quiet, and stays so for a second more, which nothing but the
+	// clock can show.
+	last := srv.Web.Report().Requests
+	wait.Steady(t, 30*time.Second, 500*time.Millisecond, "the requests in flight at the pause answered, no new one", func() (bool, string) {
+		now := srv.Web.Report().Requests
+		quiet := now == last
+		last = now
+		return quiet, fmt.Sprintf("%d requests to the web", now)
+	})
 	before := srv.Web.Report().Requests
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // no request during a second: only the clock shows it
 	if after := srv.Web.Report().Requests; after != before {
 		t.Errorf("the paused node went on: %d requests to the web, then %d", before, after)
 	}

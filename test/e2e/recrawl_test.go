@@ -113,6 +113,8 @@ func TestRecurringCrawl(t *testing.T) {
 			exp := srv.Web.Expected(srv.Scope(cfg.UserAgent))
 			n, stop := runNode(t, cfg)
 			start := time.Now()
+			// The node crawls for run, real time: the revisits over that
+			// span (one interval after each fetch) are what is checked.
 			time.Sleep(run)
 			metrics := fetchText(t, "http://"+n.Addr().String()+"/metrics")
 			stop()
@@ -262,6 +264,8 @@ func TestRecrawlPriorityUnderOverload(t *testing.T) {
 	}
 	cfg.Sites = []config.Site{{Match: vip, Priority: 10}}
 	_, stop := runNode(t, cfg)
+	// The node crawls for 12 s, real time, under more due work than it
+	// can do: the gaps between revisits over that span are what is checked.
 	time.Sleep(12 * time.Second)
 	stop()
 

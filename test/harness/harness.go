@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,13 +33,29 @@ var Client = &http.Client{Timeout: 5 * time.Second}
 // FreePort returns a TCP port free on ip right now.
 func FreePort(t testing.TB, ip string) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatalf("listen on %s (loopback alias): %v", ip, err)
+	given.Lock()
+	defer given.Unlock()
+	for {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			t.Fatalf("listen on %s (loopback alias): %v", ip, err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		// The kernel may hand out a port again once it is closed: a node
+		// given one port for two listeners would fail to start.
+		if k := net.JoinHostPort(ip, strconv.Itoa(port)); !given.ports[k] {
+			given.ports[k] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// given holds the ports FreePort handed out in this test process.
+var given = struct {
+	sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
 
 // NodeEnv returns the test's environment without its PHASECRAWL_
 // variables, followed by vars: a node process sees only the settings the

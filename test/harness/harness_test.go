@@ -155,7 +155,7 @@ func TestWARCResponsesRevisits(t *testing.T) {
 	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 	req := []byte("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
 	rv := archive.Revisit{Profile: archive.ProfileIdenticalPayload, RefersToTargetURI: "http://a.test/1", RefersToDate: at, PayloadDigest: archive.Digest(body)}
-	for _, x := range []archive.Exchange{
+	for _, x := range []archive.Capture{
 		{Target: "http://a.test/1", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body},
 		{Target: "http://a.test/2", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 200, h, len(body)), Body: body, Revisit: &rv},
 		{Target: "http://a.test/gone", Date: at, Request: req, Response: archive.HTTPResponseHead("HTTP/1.1", 404, h, len(body)), Body: body},

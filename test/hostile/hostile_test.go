@@ -20,12 +20,13 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // Limits the crawl runs with; the cases are built around them.
@@ -108,7 +109,7 @@ func treePaths(root string) int {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		if fetch.DefaultTraps().CheckPath(p, "") != "" {
+		if urlscope.DefaultTraps().CheckPath(p, "") != "" {
 			continue
 		}
 		n++
@@ -628,23 +629,14 @@ func hostileWeb(t *testing.T) {
 
 	t.Run("seeds API refuses hostile seeds", func(t *testing.T) { hostileSeeds(t, base) })
 
-	deadline := time.Now().Add(crawlTimeout)
-	for done := 0; done < 2; {
+	wait.Steady(t, crawlTimeout, 100*time.Millisecond, "crawl done", func() (bool, string) {
 		select {
 		case err := <-runErr:
 			t.Fatalf("the node stopped during the crawl: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("crawl not done after %s: %+v", crawlTimeout, n.Status())
-		}
-		if n.Done() {
-			done++
-		} else {
-			done = 0
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return n.Done(), fmt.Sprintf("%+v", n.Status())
+	})
 	crawlTime := time.Since(start)
 	res := &result{rec: rec, metrics: scrape(t, base)}
 	if resp, err := http.Get(base + "/healthz"); err != nil || resp.StatusCode != 200 {

@@ -19,6 +19,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -326,10 +327,7 @@ func allowPrivateKeepsLinkLocal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() { runErr <- n.Run(ctx) }()
-	deadline := time.Now().Add(time.Minute)
-	for !n.Done() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	wait.For(t, time.Minute, "crawl done", func() (bool, string) { return n.Done(), fmt.Sprintf("%+v", n.Status()) })
 	cancel()
 	if err := <-runErr; err != nil {
 		t.Fatalf("run: %v", err)

@@ -377,7 +377,7 @@ func writeSlowly(c net.Conn, s string, gap time.Duration) {
 		if _, err := c.Write([]byte{s[i]}); err != nil {
 			return
 		}
-		time.Sleep(gap)
+		time.Sleep(gap) // the drip: a peer that sends a byte now and then
 	}
 }
 
@@ -394,7 +394,7 @@ var (
 	// Headers and part of the body, then a TCP reset.
 	resetAfterHeaders = func(c net.Conn) {
 		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html>partial")
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the reset comes a moment after the part, as from a peer that died mid-body
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // close sends RST
 		}
@@ -421,7 +421,7 @@ var (
 			if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the pace of a peer that stalls with 100s
 		}
 	}
 	// The status line and headers a byte every 100ms: past the header timeout.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -69,28 +70,20 @@ func crawl(tb testing.TB, wc synthweb.Config, load func(ctx context.Context, bas
 		loadDone.Add(1)
 		go func() { defer loadDone.Done(); load(loadCtx, "http://"+n.Addr().String(), pages) }()
 	}
-	deadline := time.Now().Add(crawlTimeout)
-	for done := 0; done < 2; {
-		if time.Now().After(deadline) {
-			stopLoad()
-			loadDone.Wait()
-			cancel()
-			<-runErr
-			tb.Fatalf("crawl not done after %s: %+v", crawlTimeout, n.Status())
-		}
-		if n.Done() {
-			done++
-		} else {
-			done = 0
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The load and the node stop here, or when the wait fails.
+	stop := sync.OnceValue(func() error {
+		stopLoad()
+		loadDone.Wait()
+		cancel()
+		return <-runErr
+	})
+	defer stop()
+	wait.Steady(tb, crawlTimeout, 100*time.Millisecond, "crawl done", func() (bool, string) {
+		return n.Done(), fmt.Sprintf("%+v", n.Status())
+	})
 	took := time.Since(start)
 	pages := n.Status().PagesFetched
-	stopLoad()
-	loadDone.Wait()
-	cancel()
-	if err := <-runErr; err != nil {
+	if err := stop(); err != nil {
 		tb.Fatalf("run: %v", err)
 	}
 	return crawlResult{pagesPerSec: float64(pages) / took.Seconds(), pages: pages, web: web, exp: exp}

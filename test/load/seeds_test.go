@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
-	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
+	"github.com/phasecrawl/phasecrawl/robots"
 	"github.com/phasecrawl/phasecrawl/test/harness"
 )
 
@@ -33,7 +33,7 @@ type countRouter struct {
 
 func (r *countRouter) ShareSeedHosts(context.Context, []string) error { return nil }
 
-func (r *countRouter) ShareRobots(fetch.RobotsRecord) {}
+func (r *countRouter) ShareRobots(robots.Record) {}
 
 func (r *countRouter) Route(_ context.Context, urls []frontier.NewURL) (int, error) {
 	r.urls.Add(int64(len(urls)))
@@ -68,7 +68,7 @@ func TestSeedsMillion(t *testing.T) {
 	c.Data = t.TempDir()
 	c.HTTP = "127.0.0.1:0"
 	router := &countRouter{}
-	n, err := launch.New(c, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: node.Cluster{Router: router}}})
+	n, err := launch.New(c, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Cluster: node.Delegates(node.ClusterDelegates{Router: router})}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
@@ -119,7 +120,8 @@ func runScenario(t *testing.T, sc scenario) {
 		}
 		t.Logf("%s fenced %v after the cut", p.name, fencedAt[p.name].Sub(cutAt).Round(time.Millisecond))
 	}
-	// Requests started before the fence end by their phase's deadline.
+	// Requests started before the fence end by their phase's deadline: the
+	// bound the fence promises, waited out.
 	time.Sleep(s.phase)
 	frozen := map[string]int64{}
 	for _, p := range cut {
@@ -135,7 +137,7 @@ func runScenario(t *testing.T, sc scenario) {
 				t.Errorf("%s (majority side) fenced during the cut", p.name)
 			}
 		}
-		time.Sleep(time.Second)
+		time.Sleep(time.Second) // the majority is sampled each second while the cut lasts
 	}
 	for _, p := range cut {
 		st, err := p.status()
@@ -232,7 +234,7 @@ func runScenario(t *testing.T, sc scenario) {
 	// for the members cut off until they are taken over, and then reach
 	// the URL's new owner together with the URL itself, found again by the
 	// others; the new owner may fetch it first.
-	ring := cluster.NewRing(names(c.procs))
+	ring := ring.New(names(c.procs))
 	replicaCut := func(u string, e harness.FetchEvent) bool {
 		first, second := ring.Top2(frontier.Fingerprint(u))
 		end := cutAt

@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 )
 
 // Config is one simulated run. Zero values take the defaults, which are
 // phasecrawl's own (config.Default, bucket.DefaultConfig,
-// cluster.DefaultExchangeConfig) where the product has the setting.
+// exchange.DefaultConfig) where the product has the setting.
 type Config struct {
 	Nodes    int           // cluster size; default 3, valid 1..10000
 	Seed     uint64        // RNG seed (response times, cross links)
@@ -29,11 +29,11 @@ type Config struct {
 	Delay         time.Duration // politeness delay per host; default 1s (delay); negative = 0
 	Bucket        bucket.Config // default bucket.DefaultConfig()
 	PhaseDuration time.Duration // default 30s (cluster.phase_duration)
-	Guard         time.Duration // default min(5s, phase_duration/4); the node's auto cluster.guard is min(1s, phase_duration/4) (--guard 1s)
+	Guard         time.Duration // default min(5s, phase_duration/4); the node's auto cluster.guard is min(250ms, phase_duration/4) (--guard 250ms)
 	Uncertainty   time.Duration // cluster clock uncertainty; default 20ms
 	// Exchange gives the batching policy: MaxBatch, MinBatch, MaxDelay
-	// (cluster.batch_delay). Default cluster.DefaultExchangeConfig().
-	Exchange      cluster.ExchangeConfig
+	// (cluster.batch_delay). Default exchange.DefaultConfig().
+	Exchange      exchange.Config
 	NetLatency    time.Duration // one-way node-to-node latency; default 1ms
 	StoreTime     time.Duration // receiver's commit before its ack; default 2ms
 	DetectAfter   time.Duration // gossip's time to declare a silent member dead; default 5s
@@ -84,7 +84,7 @@ func (c *Config) fill() error {
 	if c.Uncertainty == 0 {
 		c.Uncertainty = 20 * time.Millisecond
 	}
-	d := cluster.DefaultExchangeConfig()
+	d := exchange.DefaultConfig()
 	if c.Exchange.MaxBatch == 0 {
 		c.Exchange.MaxBatch = d.MaxBatch
 	}

@@ -3,7 +3,7 @@ package sim
 import (
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 )
 
 // links follows page i of host h's links: Tree children on its own host
@@ -84,14 +84,14 @@ func (s *Sim) reachable(src, dst int) bool {
 }
 
 // try sends snd's next batch when the real batching rule
-// (cluster.BatchDue) says so, or sets the max-delay timer.
+// (exchange.BatchDue) says so, or sets the max-delay timer.
 func (s *Sim) try(snd *sender) {
 	if snd.inflight || len(snd.q) == 0 || !s.reachable(snd.src, snd.dst) {
 		return // an unreachable peer's queue waits (retried on a change)
 	}
 	x := s.cfg.Exchange
 	since := time.Duration(s.t - snd.last)
-	due := cluster.BatchDue(len(snd.q), x.MinBatch, since, x.MaxDelay, false)
+	due := exchange.BatchDue(len(snd.q), x.MinBatch, since, x.MaxDelay, false)
 	if !due && snd.urgent {
 		due, snd.urgent = true, false // waitReady: urgent.Swap(false)
 	}

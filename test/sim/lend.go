@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/phase"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -21,7 +21,7 @@ import (
 
 // Limits of the product, mirrored (unexported there).
 const (
-	maxLentPerMember = 8192                   // cluster.maxLentPerMember: lent to one member and not settled
+	maxLentPerMember = 8192                   // lend.MaxLentPerMember: lent to one member and not settled
 	maxGuests        = 1 << 16                // node.maxGuests: guests waiting in a holder's pool
 	lendMinLeft      = 150 * time.Millisecond // cluster.lendMinLeft: nothing lent this close to the holder's guard
 )
@@ -65,7 +65,7 @@ func (s *Sim) startLendTurn(n *node, now time.Time) {
 
 // viewOf is an id of the member list that node i's schedule has in effect
 // (st is its state now): two nodes with the same id have the same list.
-func (s *Sim) viewOf(i int, st cluster.PhaseState) int {
+func (s *Sim) viewOf(i int, st phase.State) int {
 	if s.viewEp[i] == st.Epoch && s.viewV[i] == s.viewVer {
 		return s.viewID[i]
 	}
@@ -83,7 +83,7 @@ func (s *Sim) viewOf(i int, st cluster.PhaseState) int {
 // does not. It applies the owner's rules (cluster.lendRound): o is alive
 // and reachable, not held off its phase, open, more than lendMinLeft
 // before the guard, and its schedule says n works on n's phase
-// (cluster.PhaseOf; when o's member list is n's, that is the phase n's
+// (phase.Of; when o's member list is n's, that is the phase n's
 // own schedule gave it). Cached for one turn of n (lendStamp).
 func (s *Sim) lendFrom(o int, n *node, now time.Time) *sender {
 	if s.lendSeen[o] == s.lendStamp {
@@ -100,7 +100,7 @@ func (s *Sim) lendFrom(o int, n *node, now time.Time) *sender {
 		return nil
 	}
 	if st.Epoch != s.holderSt.Epoch || s.viewOf(o, st) != s.viewOf(n.id, s.holderSt) || s.holderSt.Phase != n.phase {
-		if cluster.PhaseOf(n.name, st.Members, st.Epoch, st.NPhase) != n.phase {
+		if phase.Of(n.name, st.Members, st.Epoch, st.NPhase) != n.phase {
 			return nil
 		}
 	}
@@ -294,7 +294,7 @@ func (s *Sim) giveBackAll(n *node) {
 // and not before the holder is taken over (an away holder's marks hold).
 func (s *Sim) lendExpiry() time.Duration {
 	d, u := s.cfg.PhaseDuration, s.cfg.Uncertainty
-	end := cluster.EpochStart(cluster.Epoch(s.now(), d)+1, d)
+	end := phase.EpochStart(phase.Epoch(s.now(), d)+1, d)
 	grace := time.Second + 2*s.cfg.Exchange.MaxDelay + 4*u
 	hold := end.Add(grace + max(d, 2*time.Second)).Sub(s.base)
 	return max(hold, time.Duration(s.t)+s.cfg.DetectAfter+s.cfg.TakeoverAfter)

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 )
 
 // Result holds one run's figures.
@@ -204,15 +204,15 @@ type Ownership struct {
 }
 
 // RingStats computes Ownership for members named as in a run with the
-// real cluster.Ring, over the fingerprints of every stride-th page of web.
+// real ring.Ring, over the fingerprints of every stride-th page of web.
 func RingStats(web *Web, n int, stride int64) Ownership {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = nodeName(i)
 	}
-	r := cluster.NewRing(names)
-	rj := cluster.NewRing(append(append([]string{}, names...), nodeName(n)))
-	rl := cluster.NewRing(names[1:])
+	r := ring.New(names)
+	rj := ring.New(append(append([]string{}, names...), nodeName(n)))
+	rl := ring.New(names[1:])
 	counts := make([]int64, n)
 	var fps, join, leave int64
 	for h := range web.Hosts() {

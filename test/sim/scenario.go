@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/phase"
 )
 
 func sortSenders(all []*sender) {
@@ -22,10 +22,10 @@ func sortSenders(all []*sender) {
 func (s *Sim) fromEpoch() int64 {
 	now := s.now()
 	d := s.cfg.PhaseDuration
-	e := cluster.Epoch(now, d)
+	e := phase.Epoch(now, d)
 	from := e + 1
 	guard := min(s.cfg.Guard+2*s.cfg.Uncertainty, d*3/4)
-	if !now.Before(cluster.EpochStart(e+1, d).Add(-guard)) {
+	if !now.Before(phase.EpochStart(e+1, d).Add(-guard)) {
 		from = e + 2
 	}
 	return from
@@ -39,7 +39,7 @@ func (s *Sim) setMembers(ids []int, members []string) {
 	for _, i := range ids {
 		n := s.nodes[i]
 		n.sched.SetMembersFrom(from, members)
-		s.wake(n, s.at(cluster.EpochStart(from, s.cfg.PhaseDuration)))
+		s.wake(n, s.at(phase.EpochStart(from, s.cfg.PhaseDuration)))
 	}
 }
 

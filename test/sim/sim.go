@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/bucket"
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/phase"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
 )
 
@@ -37,7 +38,7 @@ func (simClock) Offset() time.Duration        { return 0 }
 type node struct {
 	id    int
 	name  string
-	sched *cluster.Schedule // nil when solo
+	sched *phase.Schedule // nil when solo
 	bkt   *bucket.Bucket
 	alive bool
 	cut   bool // on the minority side of a partition
@@ -90,10 +91,10 @@ type Sim struct {
 
 	nodes   []*node
 	names   []string
-	ring    *cluster.Ring // owners' ring: where URLs are stored
-	ringIDs []int         // node id of ring.Members()[i]
-	inRing  []bool        // per node: an owner in ring
-	away    *cluster.Ring // owners plus members away < takeover_after; nil when none
+	ring    *ring.Ring // owners' ring: where URLs are stored
+	ringIDs []int      // node id of ring.Members()[i]
+	inRing  []bool     // per node: an owner in ring
+	away    *ring.Ring // owners plus members away < takeover_after; nil when none
 	awayIDs []int
 	owner   []uint16 // cached ring owner per page, noOwner = not computed
 	state   []uint8
@@ -113,10 +114,10 @@ type Sim struct {
 	workers        map[[2]int]int // (nphase, phase) -> node id + 1 working on it now
 	settled        int64          // lends ended by an outcome or a give-back reaching the lender
 	nps            []int
-	holderSt       cluster.PhaseState // the turning node's schedule state (startLendTurn)
-	views          map[string]int     // member lists seen in schedules: id
-	viewEp         []int64            // per node: the epoch of viewID
-	viewV          []uint64           // per node: the viewVer of viewID
+	holderSt       phase.State    // the turning node's schedule state (startLendTurn)
+	views          map[string]int // member lists seen in schedules: id
+	viewEp         []int64        // per node: the epoch of viewID
+	viewV          []uint64       // per node: the viewVer of viewID
 	viewID         []int
 	viewVer        uint64 // changed when a schedule gets a member list
 
@@ -151,7 +152,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	}
 	pd := cfg.PhaseDuration
 	s := &Sim{cfg: cfg, web: web, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51)),
-		base:   cluster.EpochStart(cluster.Epoch(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), pd), pd),
+		base:   phase.EpochStart(phase.Epoch(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), pd), pd),
 		phases: map[int][][]int32{}, senders: map[uint64]*sender{}, workers: map[[2]int]int{}}
 	H := web.Hosts()
 	P := web.Pages()
@@ -189,7 +190,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 		s.names = append(s.names, nodeName(i))
 	}
 	s.setRing(s.names, nil)
-	e0 := cluster.Epoch(s.base, pd)
+	e0 := phase.Epoch(s.base, pd)
 	for i, name := range s.names {
 		b, err := bucket.New(cfg.Bucket)
 		if err != nil {
@@ -197,9 +198,9 @@ func New(cfg Config, web *Web) (*Sim, error) {
 		}
 		n := &node{id: i, name: name, bkt: b, alive: true, phase: -1, idle: cfg.Workers, wakeAt: -1, inRev: map[int32]bool{}, inBack: map[int32]bool{}, guests: map[int32][]int32{}}
 		if !cfg.Solo {
-			sc := cluster.DefaultScheduleConfig(name)
+			sc := phase.DefaultScheduleConfig(name)
 			sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = pd, cfg.Guard, cfg.Bucket.Columns, simClock{cfg.Uncertainty}
-			n.sched, err = cluster.NewSchedule(sc)
+			n.sched, err = phase.NewSchedule(sc)
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)
 			}
@@ -212,7 +213,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	s.res.Phase = cfg.PhaseDuration
 	s.res.NPhase = 1
 	if !cfg.Solo {
-		s.res.NPhase = cluster.NPhase(1, cfg.Nodes, cfg.Bucket.Columns)
+		s.res.NPhase = phase.Count(1, cfg.Nodes, cfg.Bucket.Columns)
 	}
 	s.res.Bins = make([]int64, int(cfg.Duration/time.Second)+1)
 	return s, nil
@@ -221,14 +222,14 @@ func New(cfg Config, web *Web) (*Sim, error) {
 // setRing makes owners the owners' ring and awayNames (owners plus the
 // members away) the ring that decides which URLs wait.
 func (s *Sim) setRing(owners, awayNames []string) {
-	ids := func(r *cluster.Ring) []int {
+	ids := func(r *ring.Ring) []int {
 		var out []int
 		for _, m := range r.Members() {
 			out = append(out, slices.Index(s.names, m))
 		}
 		return out
 	}
-	s.ring = cluster.NewRing(owners)
+	s.ring = ring.New(owners)
 	s.ringIDs = ids(s.ring)
 	s.inRing = make([]bool, len(s.names))
 	for _, i := range s.ringIDs {
@@ -236,7 +237,7 @@ func (s *Sim) setRing(owners, awayNames []string) {
 	}
 	s.away, s.awayIDs = nil, nil
 	if len(awayNames) > 0 {
-		s.away = cluster.NewRing(awayNames)
+		s.away = ring.New(awayNames)
 		s.awayIDs = ids(s.away)
 	}
 	s.fillOwners()

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 )
 
 func testWeb(t testing.TB, hosts int, mean float64) *Web {
@@ -342,7 +342,7 @@ func BenchmarkRun(b *testing.B) {
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 }
 
-func exchangeMin(n int) (x cluster.ExchangeConfig) {
+func exchangeMin(n int) (x exchange.Config) {
 	x.MinBatch = n
 	return x
 }

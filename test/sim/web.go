@@ -1,7 +1,7 @@
 // Package sim is a deterministic, single-threaded simulator of a phasecrawl
-// cluster. It drives the real ownership ring (cluster.Ring), phase schedule
-// (cluster.Schedule, PhaseOf, NPhase), host scheduler (bucket.Bucket) and
-// the exchange's batching rule (cluster.BatchDue with the default
+// cluster. It drives the real ownership ring (ring.Ring), phase schedule
+// (phase.Schedule, Of, Count), host scheduler (bucket.Bucket) and
+// the exchange's batching rule (exchange.BatchDue with the default
 // ExchangeConfig) on a virtual clock: one event loop, a seeded RNG, no
 // sleeping and no goroutines in the loop, so one seed gives one output.
 // The web, the network, response times and the workers are modelled.

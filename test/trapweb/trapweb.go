@@ -31,7 +31,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
-	"github.com/phasecrawl/phasecrawl/fetch"
+	"github.com/phasecrawl/phasecrawl/urlscope"
 )
 
 // Domain is the trap hosts' domain: trap hosts are t1.Domain, t2.Domain, ...
@@ -340,7 +340,7 @@ func shop(raw string) ([]string, bool) {
 // shop and c.MaxQuerySets sets of its filters. ok is false when a trap is
 // unbounded (scope.max_pattern_depth or scope.max_query_sets 0).
 func (w *Web) Alone(sc config.Scope) (kinds map[string]int, ok bool) {
-	c := fetch.TrapConfig{MaxSegmentRepeats: sc.MaxSegmentRepeats, MaxPathDepth: sc.MaxPathDepth, MaxQueryParams: sc.MaxQueryParams,
+	c := urlscope.TrapConfig{MaxSegmentRepeats: sc.MaxSegmentRepeats, MaxPathDepth: sc.MaxPathDepth, MaxQueryParams: sc.MaxQueryParams,
 		MaxPatternDepth: sc.MaxPatternDepth, MaxQuerySets: sc.MaxQuerySets}
 	if c.MaxPatternDepth <= 0 || c.MaxQuerySets <= 0 {
 		return nil, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
 )
@@ -96,17 +98,9 @@ func TestTrapWebOneNode(t *testing.T) {
 			t.Errorf("node run: %v", err)
 		}
 	}()
-	seen := 0
-	for deadline := time.Now().Add(3 * time.Minute); seen < 2; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("crawl not done after 3 minutes: %+v; trap requests %v", n.Status(), w.Requests())
-		}
-		if n.Done() {
-			seen++
-		} else {
-			seen = 0
-		}
-	}
+	wait.Steady(t, 3*time.Minute, 100*time.Millisecond, "crawl done", func() (bool, string) {
+		return n.Done(), fmt.Sprintf("%+v; trap requests %v", n.Status(), w.Requests())
+	})
 	elapsed := time.Since(start)
 	metrics := getText(t, "http://"+n.Addr().String()+"/metrics")
 	for _, reason := range []string{"url_pattern", "path_repeats", "facets"} {

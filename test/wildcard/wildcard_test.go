@@ -334,7 +334,7 @@ func BenchmarkWildcardDomainKey(b *testing.B) {
 			cfgs = append(cfgs, c)
 		}
 		_, stop := runNodes(b, w, cfgs)
-		time.Sleep(d)
+		time.Sleep(d) // the members crawl for d, real time: the requests over that span are the figure
 		stop()
 		checkUnits(b, w, delay)
 		var total int

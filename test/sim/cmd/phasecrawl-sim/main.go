@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/phasecrawl/phasecrawl/cluster"
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
 	"github.com/phasecrawl/phasecrawl/test/sim"
 )
 
@@ -33,8 +33,8 @@ func run(args []string) error {
 	dur := fs.Duration("duration", 5*time.Minute, "virtual time per run")
 	seed := fs.Uint64("seed", 1, "random seed")
 	scen := fs.Bool("scenarios", true, "also run a node loss and a partition per size")
-	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(1s, phase_duration/4))")
-	batchDelay := fs.Duration("batch-delay", 0, "cluster.batch_delay (0: the default, cluster.DefaultExchangeConfig)")
+	guard := fs.Duration("guard", 0, "cluster.guard (0: min(5s, phase_duration/4); the node's auto guard is min(250ms, phase_duration/4))")
+	batchDelay := fs.Duration("batch-delay", 0, "cluster.batch_delay (0: the default, exchange.DefaultConfig)")
 	bigHost := fs.Int("big-host", 0, "pages of one more host, host 0, answering in about --big-latency (0: none): a web dominated by one large site")
 	bigLatency := fs.Duration("big-latency", time.Millisecond, "median response time of the --big-host host")
 	delay := fs.Duration("delay", time.Second, "politeness delay per host (0: none)")
@@ -46,7 +46,7 @@ func run(args []string) error {
 	if *batchDelay < 0 {
 		return fmt.Errorf("--batch-delay=%s: must be >= 0", *batchDelay)
 	}
-	exch := cluster.ExchangeConfig{MaxDelay: *batchDelay}
+	exch := exchange.Config{MaxDelay: *batchDelay}
 	kn := *known
 	if kn == 0 {
 		kn = -1 // WebConfig: negative, only page 0 of every host
@@ -111,7 +111,7 @@ func run(args []string) error {
 	}
 	bd := *batchDelay
 	if bd == 0 {
-		bd = cluster.DefaultExchangeConfig().MaxDelay
+		bd = exchange.DefaultConfig().MaxDelay
 	}
 	fmt.Printf("web: %d hosts, %d pages (mean %.0f, Zipf %.1f), %s of virtual time per run, seed %d, lending %s, batch delay %s\n\n", web.Hosts(), web.Pages(), *mean, *zipf, *dur, *seed, lending, bd)
 	if *bigHost > 0 {
