@@ -1,16 +1,23 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/cluster/exchange"
+	"github.com/phasecrawl/phasecrawl/cluster/membership"
+	"github.com/phasecrawl/phasecrawl/cluster/ring"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // testCluster is the cluster layer of one node over a real frontier, with
@@ -49,9 +56,9 @@ func startTestClusterWith(t *testing.T, name string, tune func(*NodeConfig), joi
 	}
 	cfg := NodeConfig{
 		Name: name, Gossip: "127.0.0.1:0", Join: join, Key: testKey, Exchange: "127.0.0.1:0", API: "127.0.0.1:1",
-		Outbox: filepath.Join(dir, "outbox.db"), Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond,
-		Columns: 1999, Tune: FastTimings, NoSync: true, LeaveTimeout: time.Second, HandoffTimeout: 30 * time.Second,
-		JoinTimeout: time.Minute,
+		Outbox: filepath.Join(dir, "outbox.db"), Tune: membership.FastTimings, NoSync: true,
+		Phasing:  Phasing{Phases: 1, PhaseDuration: 500 * time.Millisecond, Guard: 50 * time.Millisecond, Columns: 1999},
+		Timeouts: Timeouts{LeaveTimeout: time.Second, HandoffTimeout: 30 * time.Second, JoinTimeout: time.Minute},
 	}
 	if tune != nil {
 		tune(&cfg)
@@ -138,7 +145,7 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 
 	b := startTestCluster(t, "b", a.c.Members().Addr())
 	b.fetching(t)
-	ring := NewRing([]string{"a", "b"})
+	ring := ring.New([]string{"a", "b"})
 	// Each record is with its owner; a COMPLETED one b owns also stays at
 	// a, the member ranked second for it, as its replica.
 	owned, replicas := 0, 0
@@ -177,7 +184,7 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 			late = append(late, u)
 		}
 	}
-	if n, err := a.c.store(ctx, KindNew, late); err != nil || n != 0 {
+	if n, err := a.c.store(ctx, exchange.KindNew, late); err != nil || n != 0 {
 		t.Fatalf("store of b's URLs at a: %d %v", n, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -210,6 +217,11 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	}
 }
 
+// testKey is the cluster key of the test members.
+var testKey = bytes.Repeat([]byte{0x42}, 32)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
 func testLogger() *slog.Logger {
 	if os.Getenv("PHASECRAWL_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -229,7 +241,7 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 	b := startTestCluster(t, "b", a.c.Members().Addr())
 	b.fetching(t)
 	a.fetching(t)
-	ring := NewRing([]string{"a", "b"})
+	ring := ring.New([]string{"a", "b"})
 	var mine []frontier.NewURL // URLs a owns
 	var results []frontier.Result
 	var fps []frontier.Ref
@@ -267,7 +279,7 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 		}
 	}
 	// A rebalance at b (kicked by the replicas' arrival or not) keeps them.
-	if m, err := b.c.moveAway(ctx, b.c.Ring(), map[string]uint64{}, false); err != nil || m.fps+m.urls != 0 {
+	if m, err := b.c.moveAway(ctx, b.c.Ring(), map[string]uint64{}, false, false); err != nil || m.fps+m.urls != 0 {
 		t.Fatalf("rebalance at b moved %+v (%v), want nothing", m, err)
 	}
 
@@ -280,10 +292,124 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n, err := b.c.store(ctx, KindNew, mine); err != nil || n != 0 {
+	if n, err := b.c.store(ctx, exchange.KindNew, mine); err != nil || n != 0 {
 		t.Fatalf("a's completed URLs rediscovered at b: %d added (%v), want 0", n, err)
 	}
 	if c := b.f.Counts(); c.InList != 0 || c.Completed != int64(len(mine)) {
 		t.Fatalf("b after a's failure: %+v", c)
+	}
+}
+
+// TestRebalanceRemoveAfterFailedWrite: a rebalance claims the records
+// another member owns, files them in the outbox and removes them; when
+// the removal's writes fail (a full disk), it writes it again until it
+// goes through, so no claimed record stays IN_PROGRESS (in no queue: a
+// next pass does not claim it again) and every one is moved once.
+func TestRebalanceRemoveAfterFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	a := startTestCluster(t, "a")
+	a.fetching(t)
+	ring := ring.New([]string{"a", "b"}) // b owns about half; it never comes
+	var urls []frontier.NewURL
+	for i := range 200 {
+		h := fmt.Sprintf("h%d.test", i%7)
+		urls = append(urls, frontier.NewURL{URL: fmt.Sprintf("http://%s/p%d", h, i), Host: h})
+	}
+	if n, err := a.f.Add(ctx, urls); err != nil || n != len(urls) {
+		t.Fatalf("add: %d %v", n, err)
+	}
+	// The first write (the claim) goes through, the next three fail.
+	const fails = 3
+	var writes atomic.Int64
+	a.f.SetFault(func() error {
+		if k := writes.Add(1); k > 1 && k <= 1+fails {
+			return &os.PathError{Op: "write", Path: "frontier.db", Err: syscall.ENOSPC}
+		}
+		return nil
+	})
+	m, err := a.c.moveAway(ctx, ring, map[string]uint64{}, false, false)
+	a.f.SetFault(nil)
+	if err != nil {
+		t.Fatalf("rebalance: %v (moved %+v)", err, m)
+	}
+	if writes.Load() < 1+fails {
+		t.Fatalf("%d frontier writes, want the %d failing ones written again", writes.Load(), fails)
+	}
+	owned := 0
+	for _, u := range urls {
+		if ring.Owner(frontier.Fingerprint(u.URL)) == "b" {
+			owned++
+		}
+	}
+	if c := a.f.Counts(); c.InProgress != 0 || m.urls != owned || m.kept != 0 {
+		t.Fatalf("after the rebalance: %+v, moved %+v; want %d URLs moved and none in progress", c, m, owned)
+	}
+	// b never comes: a's sender may hand b's URLs back at any moment (a
+	// alone owns everything in its own ring), so the moved records are in
+	// the outbox or back in a's frontier. Once that settles every URL is
+	// a's again, queued: none lost, none left IN_PROGRESS.
+	wait.For(t, 30*time.Second, "every URL back in a's frontier", func() bool {
+		c := a.f.Counts()
+		return a.c.outbox.Len() == 0 && c.InProgress == 0 && c.InList == int64(len(urls))
+	})
+}
+
+// TestRebalanceBusyPhaseAfterSwap: a node that crawled alone (its gate
+// open, one phase: every host its busy phase) is joined by a member, with
+// 30 s phases. At the switch the test plays the scheduler's swap (the
+// frontier re-keyed for two phases, the bucket's URLs back in the queue
+// before); from then on the records the newcomer owns on the hosts of the
+// node's new phase are no longer kept until that phase's slot ends (up to
+// a whole epoch, the newcomer's own URLs held meanwhile): the newcomer's
+// gate opens while the slot still runs, and every record is with its owner.
+func TestRebalanceBusyPhaseAfterSwap(t *testing.T) {
+	ctx := context.Background()
+	long := func(cfg *NodeConfig) { cfg.PhaseDuration, cfg.Guard = 30*time.Second, time.Second }
+	a := startTestClusterWith(t, "a", long)
+	a.fetching(t)
+	var urls []frontier.NewURL
+	for i := range 2000 {
+		h := fmt.Sprintf("h%d.test", i%40)
+		urls = append(urls, frontier.NewURL{URL: fmt.Sprintf("http://%s/p%d", h, i), Host: h})
+	}
+	if n, err := a.f.Add(ctx, urls); err != nil || n != len(urls) {
+		t.Fatalf("add: %d %v", n, err)
+	}
+	b := startTestClusterWith(t, "b", long, a.c.Members().Addr())
+	// The scheduler's part at a: swap once a's schedule holds both members.
+	var switched, slotEnd time.Time
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st := a.c.sched.At(time.Now()); st.NPhase == 2 && st.Phase >= 0 {
+			switched, slotEnd = time.Now(), st.RequestDeadline
+			if err := a.f.SetPhases(2); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a's schedule did not take b within 30s: %+v", a.c.sched.At(time.Now()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.fetching(t)
+	opened := time.Now()
+	t.Logf("b's gate opened %v after the switch; a's slot ends %v after it",
+		opened.Sub(switched).Round(time.Millisecond), slotEnd.Sub(switched).Round(time.Millisecond))
+	// A switch within 5 s of the epoch's end leaves the slot too short to
+	// tell (then the gate may open after it either way).
+	if slotEnd.Sub(switched) > 5*time.Second && !opened.Before(slotEnd) {
+		t.Errorf("b's gate opened only after a's slot ended: a kept the records of its busy phase after its swap")
+	}
+	r := ring.New([]string{"a", "b"})
+	for name, tc := range map[string]*testCluster{"a": a, "b": b} {
+		for u, rec := range records(t, tc.f) {
+			if o := r.Owner(rec.FP); o != name {
+				t.Errorf("%s holds %s (%s), owned by %s", name, u, rec.State, o)
+			}
+		}
+	}
+	if got := a.f.Counts().Total() + b.f.Counts().Total(); got != int64(len(urls)) {
+		t.Errorf("a and b hold %d records, want %d", got, len(urls))
 	}
 }
