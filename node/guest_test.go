@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/frontier"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
@@ -153,4 +154,60 @@ func TestGuestPoolTake(t *testing.T) {
 	if _, ok := p.hosts["h"]; ok || len(p.hosts["other"]) != 1 {
 		t.Fatalf("hosts left %v, want other only", p.hosts)
 	}
+}
+
+// TestGuestAndOwnURLShareAFingerprint: a URL lent to this node that it
+// also owns (it changed owner while lent) is in the trip twice, as a guest
+// and as this node's record. When the trip hands both back untried, the
+// guest goes back to its owner and the record back to the queue: it is
+// fetched later, not left IN_PROGRESS with nothing fetching it.
+func TestGuestAndOwnURLShareAFingerprint(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<p>page</p>`)
+	}))
+	defer srv.Close()
+	c := testConfig(t, srv)
+	c.Seeds, c.Delay = nil, 0
+	l := &slowLender{reported: map[string]int{}}
+	n, stop := startWith(t, c, Options{Cluster: Delegates(ClusterDelegates{Lending: l})})
+	defer stop()
+	wait.For(t, 30*time.Second, "node ready", func() bool { return n.ready.Load() })
+	ctx := context.Background()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	u := frontier.NewURL{URL: srv.URL + "/shared", Host: host, Depth: 1}
+	fp := frontier.Fingerprint(u.URL)
+	ref := frontier.Ref{FP: fp, Host: host}
+	// The record, placed by the scheduler (IN_PROGRESS) before the scan
+	// could meet it, and the guest, taken from the pool.
+	if k, err := n.front.Settle(ctx, frontier.SettleRequest{Found: []frontier.NewURL{u}, Take: &frontier.Take{Host: host, Room: 1}}).Wait(); err != nil || k != 1 {
+		t.Fatalf("add and take the record: %d %v", k, err)
+	}
+	if rec, ok, err := n.front.Get(ref); err != nil || !ok || rec.State != frontier.InProgress {
+		t.Fatalf("record %+v %v %v, want IN_PROGRESS", rec, ok, err)
+	}
+	n.guests.mu.Lock()
+	n.guests.queued[fp] = frontier.Guest{NewURL: u, Lender: "owner", Slot: 1, Until: time.Now().Add(time.Hour)}
+	n.guests.mu.Unlock()
+	tr := &hostTrip{n: n, host: host, hostHash: n.unit.Hash(host), tripPace: tripPace{delay: 0},
+		pageRecording: pageRecording{sent: make(map[uint64]struct{})},
+		list: tripList{items: []bucket.Item{
+			{FP: fp, URL: u.URL, Depth: 1},
+			{FP: fp, URL: u.URL, Depth: 1, Guest: true},
+		}}}
+	tr.commit() // nothing fetched: both go back
+	l.mu.Lock()
+	returned := l.returned
+	l.mu.Unlock()
+	if returned != 1 {
+		t.Errorf("%d guests given back, want 1", returned)
+	}
+	wait.For(t, 30*time.Second, "the record requeued and fetched", func() bool {
+		rec, ok, err := n.front.Get(ref)
+		return err == nil && ok && rec.State == frontier.Completed
+	})
 }

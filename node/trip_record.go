@@ -1,8 +1,6 @@
 package node
 
 import (
-	"slices"
-
 	"github.com/phasecrawl/phasecrawl/bucket"
 	"github.com/phasecrawl/phasecrawl/fetch"
 	"github.com/phasecrawl/phasecrawl/fetch/archive"
@@ -237,32 +235,16 @@ func (r *pageRecording) unsent(found []frontier.NewURL) []frontier.NewURL {
 	return out
 }
 
-// dropGuests returns fps without the trip's guests (another member owns
-// their records), which the guest pool forgets: their owners lend them
-// again or fetch them.
-func (t *hostTrip) dropGuests(fps []uint64) []uint64 {
-	var guests map[uint64]bool
-	for _, it := range t.list.all() {
-		if it.Guest {
-			if guests == nil {
-				guests = map[uint64]bool{}
-			}
-			guests[it.FP] = true
-		}
+// putBack hands it back untried: a URL of this node's to the queue (commit
+// requeues t.requeue), a guest to its owner (t.guestsBack). A guest and a
+// URL of this node's may share a fingerprint (the URL changed owner while
+// lent), so which one goes back is the item's, not the fingerprint's.
+func (t *hostTrip) putBack(it bucket.Item) {
+	if it.Guest {
+		t.guestsBack = append(t.guestsBack, it.FP)
+		return
 	}
-	if guests == nil {
-		return fps
-	}
-	var dropped []uint64
-	fps = slices.DeleteFunc(fps, func(fp uint64) bool {
-		if guests[fp] {
-			dropped = append(dropped, fp)
-			return true
-		}
-		return false
-	})
-	t.n.giveBack(t.n.guests.release(dropped))
-	return fps
+	t.requeue = append(t.requeue, it.FP)
 }
 
 // refs is the frontier.Refs of fingerprints of the trip's host.
@@ -352,9 +334,12 @@ func (t *hostTrip) commit() {
 	// trip's and go back with the rest. A node that stops recovers them.
 	t.takeRefill(true)
 	for _, it := range t.list.rest() {
-		t.requeue = append(t.requeue, it.FP)
+		t.putBack(it)
 	}
-	t.requeue = t.dropGuests(t.requeue)
+	if len(t.guestsBack) > 0 {
+		t.n.giveBack(t.n.guests.release(t.guestsBack))
+		t.guestsBack = nil
+	}
 	added := t.added
 	n.shareFacets()
 	// A write that fails (a full disk) is tried again until it goes

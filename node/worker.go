@@ -26,6 +26,7 @@ type hostTrip struct {
 	robotsResp *fetch.Response // the robots.txt fetched for the current URL, until parsed (its body budget share)
 	hostHash   uint64          // of the host's politeness unit (Node.unit): its phase
 	requeue    []uint64        // fingerprints of this host's URLs to put back in the queue
+	guestsBack []uint64        // fingerprints of guests handed back untried (to their owners)
 	down       string          // error kind once the host looks unreachable: the rest of the list is STALLED without a try
 	held       tripHold        // set once the host asked to be called back later: the rest of the list waits for it
 	inactive   bool            // the trip runs in the dead-link lane (deadlane.go)
@@ -230,7 +231,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if t.downFree {
 		// An adaptive timeout cut the host earlier in this list: the rest
 		// goes back to the queue untried, for the dead-link lane.
-		t.requeue = append(t.requeue, it.FP)
+		t.putBack(it)
 		res.FP = 0
 		return
 	}
@@ -259,7 +260,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, errPhaseClosed) || errors.Is(err, errAdaptiveCut) {
-			t.requeue = append(t.requeue, it.FP)
+			t.putBack(it)
 			res.FP = 0
 			return
 		}
@@ -291,7 +292,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 		t.ungate()
 		// The pause may have run into the guard before a phase swap: a
 		// request started now could outlive the phase and be cut.
-		t.requeue = append(t.requeue, it.FP)
+		t.putBack(it)
 		res.FP = 0
 		return
 	}
@@ -313,7 +314,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 	if err != nil {
 		kind := fetch.ErrorKind(err)
 		if kind == "canceled" || ctx.Err() != nil {
-			t.requeue = append(t.requeue, it.FP)
+			t.putBack(it)
 			res.FP = 0
 			return
 		}
@@ -330,7 +331,7 @@ func (t *hostTrip) fetchOne(ctx context.Context, it bucket.Item) {
 			// live workers with the full timeouts; one that never did
 			// goes to the dead-link lane, which tries it with them.
 			t.adaptiveCut()
-			t.requeue = append(t.requeue, it.FP)
+			t.putBack(it)
 			res.FP = 0
 			return
 		}
