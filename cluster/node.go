@@ -186,8 +186,7 @@ func Start(cfg NodeConfig, f Records, logger *slog.Logger) (*Cluster, error) {
 		c.log.Warn("no NTP server configured (--ntp): cluster time is the local clock")
 	}
 	c.lead = announceLeadOf(cfg.Tune)
-	sc := phase.DefaultScheduleConfig(cfg.Name)
-	sc.Phases, sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = cfg.Phases, cfg.PhaseDuration, cfg.Guard, cfg.Columns, ts
+	sc := phase.ScheduleConfig{Self: cfg.Name, Phases: cfg.Phases, PhaseDuration: cfg.PhaseDuration, Guard: cfg.Guard, Columns: cfg.Columns, Clock: ts}
 	if c.sched, err = phase.NewSchedule(sc); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func TestMinExcludeOutlastsFence(t *testing.T) {
 // TestScheduleQuorumLost: while the quorum is lost the phase clock reports
 // closed, and opens again when it is back.
 func TestScheduleQuorumLost(t *testing.T) {
-	cfg := phase.DefaultScheduleConfig("a")
+	cfg := testScheduleConfig("a")
 	cfg.PhaseDuration, cfg.Guard = time.Hour, time.Millisecond
 	s, err := phase.NewSchedule(cfg)
 	if err != nil {
@@ -95,7 +95,7 @@ func TestScheduleNames(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sc := phase.DefaultScheduleConfig("a")
+			sc := testScheduleConfig("a")
 			sched, err := phase.NewSchedule(sc)
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +140,7 @@ func TestViewsAgree(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sched, err := phase.NewSchedule(phase.DefaultScheduleConfig("a"))
+			sched, err := phase.NewSchedule(testScheduleConfig("a"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestViewsAgree(t *testing.T) {
 // gossip told of it alive.
 func TestSeenHeartbeatsOnly(t *testing.T) {
 	now := time.Now()
-	sched, err := phase.NewSchedule(phase.DefaultScheduleConfig("a"))
+	sched, err := phase.NewSchedule(testScheduleConfig("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestWithoutUnannounced(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			sched, err := phase.NewSchedule(phase.DefaultScheduleConfig("a"))
+			sched, err := phase.NewSchedule(testScheduleConfig("a"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,4 +218,10 @@ func TestWithoutUnannounced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testScheduleConfig is member self's schedule with 30s phases, one phase,
+// 1999 columns and a 5s guard.
+func testScheduleConfig(self string) phase.ScheduleConfig {
+	return phase.ScheduleConfig{Self: self, PhaseDuration: 30 * time.Second, Phases: 1, Columns: 1999, Guard: 5 * time.Second}
 }

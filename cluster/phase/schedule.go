@@ -107,23 +107,25 @@ func EpochStart(epoch int64, phaseDuration time.Duration) time.Time {
 	return time.Unix(0, epoch*d).UTC()
 }
 
-// ScheduleConfig configures a Schedule.
+// ScheduleConfig configures a Schedule. Its fields have no defaults of
+// their own: a node's come from its configuration (cluster.*, bucket.columns),
+// whose defaults config.Default writes.
 type ScheduleConfig struct {
 	// Self is this node's member name. Required.
 	Self string
-	// PhaseDuration is the length of an epoch. Default 30s, valid 100ms..24h.
+	// PhaseDuration is the length of an epoch (cluster.phase_duration). Valid 100ms..24h.
 	PhaseDuration time.Duration
-	// Phases is the configured Nphase (--phases). Default 1, valid 1..65536;
+	// Phases is the configured Nphase (cluster.phases). Valid 1..65536;
 	// raised to the member count by Count.
 	Phases int
 	// Columns is the bucket column count; Nphase is never a multiple of it.
-	// Default 1999; 0 disables the check.
+	// 0 disables the check (bucket.columns).
 	Columns int
 	// Guard is the longest allowed request. The guard interval before each
 	// swap, when no new request may start, is Guard + 2×clock uncertainty
 	// (this node's clock may be late and a peer's early by the uncertainty),
-	// capped at 3/4 of PhaseDuration so that a node still works. Default 5s,
-	// valid 0..PhaseDuration/2.
+	// capped at 3/4 of PhaseDuration so that a node still works
+	// (cluster.guard). Valid 0..PhaseDuration/2.
 	Guard time.Duration
 	// Clock gives cluster time and its uncertainty. Default: the local clock
 	// with zero uncertainty (LocalClock).
@@ -132,11 +134,6 @@ type ScheduleConfig struct {
 	// time (SetMembers, SetMembersAfter, SetMembersAt, the cut of the
 	// requests bound before a switch). Default clock.Real.
 	Local clock.Clock
-}
-
-// DefaultScheduleConfig returns the defaults for node self.
-func DefaultScheduleConfig(self string) ScheduleConfig {
-	return ScheduleConfig{Self: self, PhaseDuration: 30 * time.Second, Phases: 1, Columns: 1999, Guard: 5 * time.Second}
 }
 
 // Validate checks the configuration; errors name the key and allowed range.

@@ -154,7 +154,7 @@ func TestPhasesNeverCollide(t *testing.T) {
 
 func newTestSchedule(t *testing.T, self string, clk TimeSource) *Schedule {
 	t.Helper()
-	cfg := DefaultScheduleConfig(self)
+	cfg := testScheduleConfig(self)
 	cfg.PhaseDuration = 10 * time.Second
 	cfg.Guard = time.Second
 	cfg.Clock = clk
@@ -167,7 +167,7 @@ func newTestSchedule(t *testing.T, self string, clk TimeSource) *Schedule {
 
 func TestScheduleConfigValidate(t *testing.T) {
 	mod := func(f func(*ScheduleConfig)) ScheduleConfig {
-		c := DefaultScheduleConfig("a")
+		c := testScheduleConfig("a")
 		f(&c)
 		return c
 	}
@@ -184,7 +184,7 @@ func TestScheduleConfigValidate(t *testing.T) {
 			t.Errorf("case %d: %+v accepted", i, c)
 		}
 	}
-	if err := DefaultScheduleConfig("a").Validate(); err != nil {
+	if err := testScheduleConfig("a").Validate(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -260,7 +260,7 @@ func TestScheduleBoundCutBySwitch(t *testing.T) {
 			clk := &fakeClock{}
 			clk.unc.Store(int64(unc))
 			local := clock.NewFake(EpochStart(Epoch(time.Now(), time.Hour)+2, time.Hour).Add(10 * time.Minute))
-			cfg := DefaultScheduleConfig("a")
+			cfg := testScheduleConfig("a")
 			cfg.PhaseDuration, cfg.Guard, cfg.Clock, cfg.Local = time.Hour, 100*time.Millisecond, clk, local
 			s, err := NewSchedule(cfg)
 			if err != nil {
@@ -300,4 +300,10 @@ func TestScheduleBoundCutBySwitch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testScheduleConfig is a member's schedule with the defaults of config.Default
+// (cluster.phase_duration 30s, phases 1, bucket.columns 1999) and a 5s guard.
+func testScheduleConfig(self string) ScheduleConfig {
+	return ScheduleConfig{Self: self, PhaseDuration: 30 * time.Second, Phases: 1, Columns: 1999, Guard: 5 * time.Second}
 }

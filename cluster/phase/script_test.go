@@ -353,7 +353,7 @@ func (w *world) newSchedule(id string, a args) error {
 	if _, dup := w.scheds[id]; dup {
 		return fmt.Errorf("schedule %q made twice", id)
 	}
-	cfg := DefaultScheduleConfig(id)
+	cfg := testScheduleConfig(id)
 	if v, ok := a.opts["self"]; ok {
 		cfg.Self = v
 	}

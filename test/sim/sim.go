@@ -198,8 +198,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 		}
 		n := &node{id: i, name: name, bkt: b, alive: true, phase: -1, idle: cfg.Workers, wakeAt: -1, inRev: map[int32]bool{}, inBack: map[int32]bool{}, guests: map[int32][]int32{}}
 		if !cfg.Solo {
-			sc := phase.DefaultScheduleConfig(name)
-			sc.PhaseDuration, sc.Guard, sc.Columns, sc.Clock = pd, cfg.Guard, cfg.Bucket.Columns, simClock{cfg.Uncertainty}
+			sc := phase.ScheduleConfig{Self: name, Phases: 1, PhaseDuration: pd, Guard: cfg.Guard, Columns: cfg.Bucket.Columns, Clock: simClock{cfg.Uncertainty}}
 			n.sched, err = phase.NewSchedule(sc)
 			if err != nil {
 				return nil, fmt.Errorf("sim: %w", err)
