@@ -9,8 +9,8 @@ import (
 
 // Records is the frontier the cluster layer works on, a node's
 // *frontier.Frontier: the only frontier methods the cluster calls.
-//   - Add and AddNew file the URLs received for this node (route.go,
-//     lentoutcome.go);
+//   - Add, AddNew and AddMoved file the URLs received for this node
+//     (route.go, lentoutcome.go);
 //   - Get, Known, ScanSince and Phases read the waiting URLs to lend
 //     (lend.go, lendback.go);
 //   - ScanRecords reads the records another member now owns, Requeue puts
@@ -21,6 +21,7 @@ import (
 type Records interface {
 	Add(ctx context.Context, urls []frontier.NewURL) (added int, err error)
 	AddNew(ctx context.Context, urls []frontier.NewURL) ([]frontier.NewURL, error)
+	AddMoved(ctx context.Context, urls []frontier.NewURL, mine func(fp uint64) bool) (int, error)
 	Get(r frontier.Ref) (frontier.Record, bool, error)
 	Known(refs []frontier.Ref) ([]bool, error)
 	ScanSince(phase int, after frontier.Cursor, limit int) ([]frontier.Record, frontier.Cursor, error)

@@ -103,10 +103,15 @@ func (c *Cluster) storeURLs(ctx context.Context, kind exchange.Kind, urls []fron
 		n, err = c.front.AddReplicas(ctx, local)
 		foreign = false
 	default:
-		if added != nil {
+		switch {
+		case added != nil:
 			*added, err = c.front.AddNew(ctx, local)
 			n = len(*added)
-		} else {
+		case kind == exchange.KindMoved:
+			// A record this node claimed to move away and owns again
+			// (its outbox gave it back) is queued here again.
+			n, err = c.front.AddMoved(ctx, local, func(fp uint64) bool { return ring.Owner(fp) == c.cfg.Name })
+		default:
 			n, err = c.front.Add(ctx, local)
 		}
 		if err == nil && kind == exchange.KindMoved {

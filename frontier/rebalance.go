@@ -28,7 +28,9 @@ import (
 //
 // A crash between 2 and 4 leaves claimed records IN_PROGRESS, which Open
 // puts back to IN_LIST like any other: the next rebalance moves them again
-// (the receiver deduplicates). Requeue undoes a claim whose step 3 failed.
+// (the receiver deduplicates). Requeue undoes a claim whose step 3 failed;
+// AddMoved of a claimed record this node owns again (it came back: its new
+// owner left) undoes it too, and the removal then leaves it queued here.
 // The receiving node stores moved COMPLETED records with Tx.AddCompleted.
 // The writes themselves are the cluster's (cluster.RecordWriter), made with
 // Update; the steps of a record are here, in tx.go.
@@ -209,6 +211,15 @@ func (st *txState) redue(s *stored, due time.Time, fresh bool) error {
 		return err
 	}
 	return st.putRecord(s)
+}
+
+// unclaim puts the claimed record of r back in the queue (see add).
+func (st *txState) unclaim(r keyRef) error {
+	s, ok, err := st.get(r)
+	if err != nil || !ok || s.State != InProgress {
+		return err
+	}
+	return st.toList(&s)
 }
 
 // claimed reports whether r's running entry was written by claim.

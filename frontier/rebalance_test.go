@@ -122,6 +122,43 @@ func TestClaimRemove(t *testing.T) {
 	}
 }
 
+// TestClaimedRecordAddedBack: a claimed record moved back before its
+// removal to this node, which owns it again (its new owner left and the
+// outbox gave it back), is queued again, and the removal leaves it: the
+// URL is not lost. The other claimed records are removed as ever.
+func TestClaimedRecordAddedBack(t *testing.T) {
+	f := open(t, nil)
+	us := gen("b", 1, 3)
+	fps := refsOf(us)
+	if _, err := f.Add(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := claim(f, fps)
+	if err != nil || len(claimed) != 3 {
+		t.Fatalf("claimed %d (%v), want 3", len(claimed), err)
+	}
+	// A plain Add (a link) and a move by a member whose view is behind
+	// (this node does not own the URL) leave the claim as it is.
+	if k, err := f.Add(ctx, us[1:2]); err != nil || k != 0 {
+		t.Fatalf("add: %d new (%v), want 0 (known)", k, err)
+	}
+	mine := func(fp uint64) bool { return fp == fps[0].FP }
+	if k, err := f.AddMoved(ctx, us, mine); err != nil || k != 0 {
+		t.Fatalf("add back: %d new (%v), want 0 (known)", k, err)
+	}
+	wantCounts(t, f, Counts{InList: 1, InProgress: 2})
+	if n, err := remove(f, claimed); err != nil || n != 2 {
+		t.Fatalf("removed %d (%v), want 2", n, err)
+	}
+	wantCounts(t, f, Counts{InList: 1})
+	if r, ok, _ := f.Get(fps[0]); !ok || r.State != InList {
+		t.Fatalf("the record added back: %+v %v, want IN_LIST", r, ok)
+	}
+	if n := len(scanAll(t, f, 0, 100)); n != 1 {
+		t.Fatalf("scan returns %d URLs, want 1", n)
+	}
+}
+
 // TestClaimSurvivesCrash: claimed records not yet removed return to IN_LIST
 // at their original position when the frontier is opened again, and Requeue
 // undoes a claim.
