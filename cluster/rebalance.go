@@ -58,10 +58,11 @@ func (c *Cluster) moveAway(ctx context.Context, ring *ring.Ring, marks map[strin
 			return tot, err
 		}
 		// A COMPLETED record this node ranks second for is the replica it
-		// keeps (KindReplica); one it fetched or received itself is also
-		// copied to the owner, who may not have it (the owner was away).
+		// keeps (KindReplica, or a copy of one); one it fetched or received
+		// itself is also copied to the owner, who may not have it (the
+		// owner was away).
 		recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
-			if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica {
+			if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica && r.Reason != frontier.ReasonCopied {
 				return false
 			}
 			_, second := ring.Top2(r.FP)
@@ -116,7 +117,10 @@ func (c *Cluster) moveAway(ctx context.Context, ring *ring.Ring, marks map[strin
 // again. An IN_LIST or STALLED record goes to its owner (KindMoved). A
 // COMPLETED one goes to its owner (KindDone) and to the member ranked
 // second for it (KindReplica); when that is this node, it stays here as
-// the replica.
+// the replica. A COMPLETED record this node kept only as a replica (or a
+// copy of one) goes to both as KindCopied: its due time may be behind the
+// owner's (which moves its own record), so the receivers file it only
+// where they have none.
 func (c *Cluster) moveBatch(stop context.Context, ring *ring.Ring, recs []frontier.Record, marks map[string]uint64) (moved, error) {
 	ctx := context.Background()
 	refs := make([]frontier.Ref, len(recs))
@@ -141,13 +145,17 @@ func (c *Cluster) moveBatch(stop context.Context, ring *ring.Ring, recs []fronti
 			continue
 		}
 		first, second := ring.Top2(r.FP)
-		groups[group{first, exchange.KindDone}] = append(groups[group{first, exchange.KindDone}], i)
+		done, replica := exchange.KindDone, exchange.KindReplica
+		if r.Reason == frontier.ReasonReplica || r.Reason == frontier.ReasonCopied {
+			done, replica = exchange.KindCopied, exchange.KindCopied
+		}
+		groups[group{first, done}] = append(groups[group{first, done}], i)
 		switch second {
 		case c.cfg.Name:
 			keep[i] = true
 		case "":
 		default:
-			groups[group{second, exchange.KindReplica}] = append(groups[group{second, exchange.KindReplica}], i)
+			groups[group{second, replica}] = append(groups[group{second, replica}], i)
 		}
 	}
 	failed := make([]bool, len(claimed))

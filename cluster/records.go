@@ -135,6 +135,14 @@ func (s RecordWriter) AddDone(ctx context.Context, urls []frontier.NewURL) (int,
 	return s.addCompleted(ctx, "add done", urls, frontier.ReasonMoved)
 }
 
+// AddCopied stores COMPLETED records moved here by a member that kept
+// them only as replicas (exchange.KindCopied, frontier.ReasonCopied): only
+// those of URLs this node has no record of; the owner's own copy (AddDone,
+// AddReplicas) replaces them when it comes.
+func (s RecordWriter) AddCopied(ctx context.Context, urls []frontier.NewURL) (int, error) {
+	return s.addCompleted(ctx, "add copied", urls, frontier.ReasonCopied)
+}
+
 // AddReplicas stores the fingerprints of URLs their owner fetched, kept
 // here as the second copy (frontier.ReasonReplica): like AddDone, but a
 // replica counts against no host's MaxPerHost here, and a COMPLETED record

@@ -94,6 +94,8 @@ func (c *Cluster) storeURLs(ctx context.Context, kind exchange.Kind, urls []fron
 	switch kind {
 	case exchange.KindDone:
 		n, err = c.front.AddDone(ctx, local)
+	case exchange.KindCopied:
+		n, err = c.front.AddCopied(ctx, local)
 	case exchange.KindOutcome:
 		n, err = c.settleLent(ctx, local)
 		foreign = false

@@ -237,6 +237,11 @@ const (
 	// copy so that the URL is not crawled again should the owner fail
 	// (Tx.AddCompleted).
 	ReasonReplica = "replica"
+	// ReasonCopied: fetched by another node, moved here by a rebalance
+	// from a member that kept it only as a replica (Tx.AddCompleted). Its
+	// due time may be behind the owner's: it is filed only where no record
+	// of the URL is, and the owner's copy, when it comes, replaces it.
+	ReasonCopied = "copied"
 	// reasonDoneElsewhere: queued here, fetched by another node
 	// (Tx.AddCompleted with ReasonMoved).
 	reasonDoneElsewhere = "done_elsewhere"
@@ -262,6 +267,12 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			hs.Admitted++
 		}
 	} else {
+		if reason == ReasonCopied {
+			// A replica holder's copy fills a gap only: the record here
+			// is the owner's word, or came with it.
+			st.ignored++
+			return false, nil
+		}
 		switch s.State {
 		case InList:
 			if err := st.dequeue(&s); err != nil {
@@ -274,6 +285,16 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			}
 			st.cnt[cStalled]--
 		case Completed:
+			if s.Reason == ReasonCopied {
+				// Filed from a replica holder's copy: the owner's (its
+				// moved record, or its replica) replaces it, due time
+				// and all.
+				s.Reason = reason
+				if err := st.redue(&s, u.due, true); err != nil {
+					return false, err
+				}
+				return false, st.putRecord(&s)
+			}
 			return false, st.redue(&s, u.due, reason == ReasonReplica)
 		default:
 			st.ignored++

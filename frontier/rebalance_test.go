@@ -232,3 +232,44 @@ func TestAddDone(t *testing.T) {
 	g := reopen(t, f, nil)
 	wantCounts(t, g, Counts{InList: 1, Completed: 5}) // the IN_PROGRESS one returns to IN_LIST
 }
+
+// TestAddCopied: a record a replica holder moved (ReasonCopied) fills a
+// gap only: it is filed where no record of its URL is, and left out where
+// one is (queued, or completed with the owner's due time); the owner's
+// copy that comes after it replaces its due time, later or not.
+func TestAddCopied(t *testing.T) {
+	f := open(t, nil)
+	us := gen("c", 1, 3)
+	fps := refsOf(us)
+	now := time.Now()
+	stale, fresh := now.Add(-time.Second), now.Add(time.Minute)
+	at := func(u NewURL, due time.Time) NewURL { u.Due = due; return u }
+	// 0: unknown here; 1: queued here; 2: completed with the owner's due.
+	if _, err := f.Add(ctx, us[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := addCompleted(f, []NewURL{at(us[2], fresh)}, ReasonMoved); err != nil {
+		t.Fatal(err)
+	}
+	n, err := addCompleted(f, []NewURL{at(us[0], stale), at(us[1], stale), at(us[2], stale)}, ReasonCopied)
+	if err != nil || n != 1 {
+		t.Fatalf("copied: %d filed (%v), want 1", n, err)
+	}
+	for i, want := range []struct {
+		state  State
+		reason string
+		due    time.Time
+	}{{Completed, ReasonCopied, stale}, {InList, "", time.Time{}}, {Completed, ReasonMoved, fresh}} {
+		r, ok, _ := f.Get(fps[i])
+		if !ok || r.State != want.state || r.Reason != want.reason || !r.Due.Equal(want.due) {
+			t.Errorf("record %d: %v %q due %v, want %v %q due %v", i, r.State, r.Reason, r.Due, want.state, want.reason, want.due)
+		}
+	}
+	// The owner's moved copy comes: its due time holds, though later.
+	if _, err := addCompleted(f, []NewURL{at(us[0], fresh)}, ReasonMoved); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := f.Get(fps[0]); r.Reason != ReasonMoved || !r.Due.Equal(fresh) {
+		t.Errorf("after the owner's copy: %q due %v, want %q due %v", r.Reason, r.Due, ReasonMoved, fresh)
+	}
+}

@@ -131,24 +131,27 @@ func (tx *Tx) Relabel(r Ref, reason string) (bool, error) {
 
 // AddCompleted stores u, fetched (or given up on) by another node, as
 // COMPLETED, so that it is never crawled here; reason is ReasonMoved (a
-// record moved here by a rebalance) or ReasonReplica (the second copy of
-// a page its owner fetched). An unknown URL is inserted COMPLETED with
-// reason (ReasonMoved counts against its host's MaxPerHost, past the
-// limit, as it was admitted elsewhere; a replica counts against none); an
-// IN_LIST or STALLED record becomes COMPLETED ("done_elsewhere", or
-// ReasonReplica); a COMPLETED one takes u.Due as its due time (a replica's
-// as it is, a moved record's when it is earlier and this node did not
-// fetch the page itself); an IN_PROGRESS one is left alone. A URL without
+// record moved here by a rebalance), ReasonReplica (the second copy of
+// a page its owner fetched) or ReasonCopied (a record moved here by a
+// member that kept it only as a replica). An unknown URL is inserted
+// COMPLETED with reason (a moved or copied one counts against its host's
+// MaxPerHost, past the limit, as it was admitted elsewhere; a replica
+// counts against none); with ReasonCopied, a known one is left as it is.
+// Otherwise an IN_LIST or STALLED record becomes COMPLETED
+// ("done_elsewhere", or ReasonReplica); a COMPLETED one takes u.Due as its
+// due time (a replica's as it is, a moved record's when it is earlier and
+// this node did not fetch the page itself, either when the record was
+// copied); an IN_PROGRESS one is left alone. A URL without
 // a host is ignored. It reports whether it inserted or completed a record.
 func (tx *Tx) AddCompleted(u NewURL, reason string) (bool, error) {
-	if reason != ReasonMoved && reason != ReasonReplica {
-		return false, fmt.Errorf("add completed %s: reason %q: must be %q or %q", u.URL, reason, ReasonMoved, ReasonReplica)
+	if reason != ReasonMoved && reason != ReasonReplica && reason != ReasonCopied {
+		return false, fmt.Errorf("add completed %s: reason %q: must be %q, %q or %q", u.URL, reason, ReasonMoved, ReasonReplica, ReasonCopied)
 	}
 	pu, ok := prepareURL(u)
 	if !ok {
 		return false, nil
 	}
-	done, err := tx.st.addCompleted(&pu, reason, reason == ReasonMoved)
+	done, err := tx.st.addCompleted(&pu, reason, reason != ReasonReplica)
 	if err != nil {
 		return false, fmt.Errorf("add completed %016x: %w", pu.fp, err)
 	}

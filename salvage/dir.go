@@ -116,8 +116,9 @@ func (d *Dir) Close() error {
 }
 
 // KindOf is the kind a frontier record is sent as: a COMPLETED record as
-// KindDone (its fingerprint: never fetched again), or KindReplica when the
-// node kept it as another member's replica; an unfinished one (IN_LIST,
+// KindDone (its fingerprint: never fetched again), KindReplica when the
+// node kept it as another member's replica, or KindCopied when it kept a
+// copy of one moved to it; an unfinished one (IN_LIST,
 // STALLED, or IN_PROGRESS: being fetched when the node died, and put back in
 // the list by a restart) as KindMoved, with its depth.
 func KindOf(r frontier.Record) exchange.Kind {
@@ -126,6 +127,8 @@ func KindOf(r frontier.Record) exchange.Kind {
 		return exchange.KindMoved
 	case r.Reason == frontier.ReasonReplica:
 		return exchange.KindReplica
+	case r.Reason == frontier.ReasonCopied:
+		return exchange.KindCopied
 	default:
 		return exchange.KindDone
 	}
@@ -141,7 +144,9 @@ func KindOf(r frontier.Record) exchange.Kind {
 // the receiving member knows a page is done before a URL of it arrives.
 // fn's error stops the walk and is returned.
 func (d *Dir) Each(fn func(Item) error) error {
-	done := func(k exchange.Kind) bool { return k == exchange.KindDone || k == exchange.KindReplica }
+	done := func(k exchange.Kind) bool {
+		return k == exchange.KindDone || k == exchange.KindReplica || k == exchange.KindCopied
+	}
 	for _, finished := range []bool{true, false} {
 		err := d.front.Records(func(s frontier.State) bool { return (s == frontier.Completed) == finished },
 			func(r frontier.Record) error {

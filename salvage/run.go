@@ -321,7 +321,7 @@ func (r *run) flush(ctx context.Context) error {
 
 // describe says what a batch holds: entries by kind.
 func describe(es []exchange.Entry) string {
-	var n [exchange.KindFacets + 1]int
+	var n [exchange.KindCopied + 1]int
 	for _, e := range es {
 		if int(e.Kind) < len(n) {
 			n[e.Kind]++

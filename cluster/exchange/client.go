@@ -142,7 +142,7 @@ func (e Entry) Valid() error { return checkEntry(e) }
 func EntrySize(e Entry) int { return len(appendEntry(nil, e)) }
 
 // String returns the kind's name: "new", "done", "moved", "replica",
-// "scope", "robots", "lend", "outcome" or "facets".
+// "scope", "robots", "lend", "outcome", "facets" or "copied".
 func (k Kind) String() string {
 	switch k {
 	case KindNew:
@@ -163,6 +163,8 @@ func (k Kind) String() string {
 		return "outcome"
 	case KindFacets:
 		return "facets"
+	case KindCopied:
+		return "copied"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

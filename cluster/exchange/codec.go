@@ -63,7 +63,14 @@ const (
 	// refuses the batch and the sender keeps it until the receiver is
 	// upgraded (as for the other kinds; members run the same version).
 	KindFacets Kind = 8
-	maxKind         = KindFacets
+	// KindCopied is a COMPLETED record moved by a rebalance from a member
+	// that kept it only as a replica (or as such a copy), sent to the
+	// URL's owner and to its second-ranked member: its due time may be
+	// behind the owner's, so the receiver files it only when it has no
+	// record of the URL (frontier.ReasonCopied), and the owner's own copy
+	// (KindDone) overrides it when it comes.
+	KindCopied Kind = 9
+	maxKind         = KindCopied
 )
 
 // Limits of an exchanged entry, enforced by Outbox.Put and by the decoder.
@@ -121,7 +128,7 @@ func checkFacets(e Entry) error {
 func checkEntry(e Entry) error {
 	switch {
 	case e.Kind > maxKind:
-		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica), 4 (scope), 5 (robots), 6 (lend), 7 (outcome) or 8 (facets)", e.Kind)
+		return fmt.Errorf("kind %d: must be 0 (new), 1 (done), 2 (moved), 3 (replica), 4 (scope), 5 (robots), 6 (lend), 7 (outcome), 8 (facets) or 9 (copied)", e.Kind)
 	case e.Kind == KindRobots && e.Host == "":
 		return fmt.Errorf("robots entry: must have a host")
 	case e.Kind == KindScope && (e.Host == "" || e.URL != ""):

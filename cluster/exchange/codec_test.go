@@ -1,6 +1,7 @@
 package exchange
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestBatchCodec(t *testing.T) {
 		{"trailing", append(append([]byte{}, p...), 0), "trailing"},
 		{"huge count", []byte{msgBatch, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0}, "does not fit"},
 		{"bad varint", []byte{msgBatch, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "bad varint"},
-		{"kind", []byte{msgBatch, 1, 1, 9, 0, 0, 1, 'x'}, "kind 9"},
+		{"kind", []byte{msgBatch, 1, 1, byte(maxKind) + 1, 0, 0, 1, 'x'}, fmt.Sprintf("kind %d", maxKind+1)},
 		{"kind after robots", []byte{msgBatch, 1, 1, 0x7f, 0, 0, 1, 'x'}, "kind 127"},
 		{"redirects truncated", []byte{msgBatch, 1, 1, kindRedirects, 0, 0, 0}, "bad varint"},
 		{"scope with url", []byte{msgBatch, 1, 1, byte(KindScope), 0, 1, 'h', 1, 'x'}, "scope entry"},
@@ -185,13 +186,13 @@ func TestBatchCodecRun(t *testing.T) {
 		}
 	}
 	// An unknown kind with the run bit is reported as the kind it is.
-	if _, err := decodeEntry([]byte{9 | kindRun, 1, 0, 1, 'h', 1, 'u'}); err == nil || !strings.Contains(err.Error(), "kind 41") {
+	if _, err := decodeEntry([]byte{byte(maxKind+1) | kindRun, 1, 0, 1, 'h', 1, 'u'}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("kind %d", (maxKind+1)|kindRun)) {
 		t.Errorf("unknown kind with a run: %v", err)
 	}
 }
 
 // TestBatchCodecFacets: the decoder refuses a KindFacets entry that is not
-// whole 16-byte sets, or has a host or a depth, and a kind after it.
+// whole 16-byte sets, or has a host or a depth, and a kind after the last.
 func TestBatchCodecFacets(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -203,7 +204,7 @@ func TestBatchCodecFacets(t *testing.T) {
 		{"a host", append([]byte{msgBatch, 1, 1, byte(KindFacets), 0, 1, 'h', 16}, make([]byte, 16)...), "facets entry"},
 		{"a depth", append([]byte{msgBatch, 1, 1, byte(KindFacets), 3, 0, 16}, make([]byte, 16)...), "facets entry"},
 		{"no set", []byte{msgBatch, 1, 1, byte(KindFacets), 0, 0, 0}, "url of 0 bytes"},
-		{"the kind after facets", append([]byte{msgBatch, 1, 1, byte(KindFacets) + 1, 0, 0, 16}, make([]byte, 16)...), "kind 9"},
+		{"the kind after the last", append([]byte{msgBatch, 1, 1, byte(maxKind) + 1, 0, 0, 16}, make([]byte, 16)...), fmt.Sprintf("kind %d", maxKind+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := DecodeBatch(tc.p); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -45,13 +45,13 @@ type URLStore interface {
 }
 
 // StoreReceiver is the Receiver of a plain URL store: COMPLETED records
-// (KindDone, KindReplica) go to AddDone, every other kind to Add.
+// (KindDone, KindReplica, KindCopied) go to AddDone, every other kind to Add.
 func StoreReceiver(s URLStore) Receiver { return storeReceiver{s} }
 
 type storeReceiver struct{ s URLStore }
 
 func (r storeReceiver) Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {
-	if kind == KindDone || kind == KindReplica {
+	if kind == KindDone || kind == KindReplica || kind == KindCopied {
 		return r.s.AddDone(ctx, urls)
 	}
 	return r.s.Add(ctx, urls)
@@ -303,6 +303,11 @@ func (x *Stream) routeOf(peer string, e Entry) string {
 	case KindOutcome:
 		if x.cfg.OutcomeOf != nil {
 			return x.cfg.OutcomeOf(peer, e.NewURL)
+		}
+	case KindCopied:
+		// For the owner, or for the member that keeps the replica.
+		if x.cfg.ReplicaOf != nil && x.cfg.ReplicaOf(e.NewURL) == peer {
+			return ""
 		}
 	}
 	return x.cfg.OwnerOf(e.NewURL)
