@@ -136,9 +136,9 @@ func (s RecordWriter) AddDone(ctx context.Context, urls []frontier.NewURL) (int,
 }
 
 // AddCopied stores COMPLETED records moved here by a member that kept
-// them only as replicas (exchange.KindCopied, frontier.ReasonCopied): only
-// those of URLs this node has no record of; the owner's own copy (AddDone,
-// AddReplicas) replaces them when it comes.
+// them only as replicas (exchange.KindCopied, frontier.ReasonCopied): as
+// AddDone, but a COMPLETED record here stays as it is, and the owner's own
+// copy (AddDone, AddReplicas) replaces them when it comes.
 func (s RecordWriter) AddCopied(ctx context.Context, urls []frontier.NewURL) (int, error) {
 	return s.addCompleted(ctx, "add copied", urls, frontier.ReasonCopied)
 }

@@ -239,8 +239,8 @@ const (
 	ReasonReplica = "replica"
 	// ReasonCopied: fetched by another node, moved here by a rebalance
 	// from a member that kept it only as a replica (Tx.AddCompleted). Its
-	// due time may be behind the owner's: it is filed only where no record
-	// of the URL is, and the owner's copy, when it comes, replaces it.
+	// due time may be behind the owner's: it does not replace a COMPLETED
+	// record, and the owner's copy, when it comes, replaces it.
 	ReasonCopied = "copied"
 	// reasonDoneElsewhere: queued here, fetched by another node
 	// (Tx.AddCompleted with ReasonMoved).
@@ -267,12 +267,6 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			hs.Admitted++
 		}
 	} else {
-		if reason == ReasonCopied {
-			// A replica holder's copy fills a gap only: the record here
-			// is the owner's word, or came with it.
-			st.ignored++
-			return false, nil
-		}
 		switch s.State {
 		case InList:
 			if err := st.dequeue(&s); err != nil {
@@ -285,6 +279,12 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			}
 			st.cnt[cStalled]--
 		case Completed:
+			if reason == ReasonCopied {
+				// A replica holder's copy does not replace a completed
+				// record: it is the owner's word, or came with it.
+				st.ignored++
+				return false, nil
+			}
 			if s.Reason == ReasonCopied {
 				// Filed from a replica holder's copy: the owner's (its
 				// moved record, or its replica) replaces it, due time
@@ -304,8 +304,8 @@ func (st *txState) addCompleted(u *pendingURL, reason string, admit bool) (bool,
 			st.revisits-- // a queued revisit: the other member fetched it
 		}
 		s.State, s.Reason, s.NextTry, s.Due = Completed, reasonDoneElsewhere, time.Time{}, u.due
-		if reason == ReasonReplica {
-			s.Reason = ReasonReplica
+		if reason == ReasonReplica || reason == ReasonCopied {
+			s.Reason = reason
 		}
 	}
 	if !u.due.IsZero() && s.Page.Interval == 0 {

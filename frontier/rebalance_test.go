@@ -233,10 +233,10 @@ func TestAddDone(t *testing.T) {
 	wantCounts(t, g, Counts{InList: 1, Completed: 5}) // the IN_PROGRESS one returns to IN_LIST
 }
 
-// TestAddCopied: a record a replica holder moved (ReasonCopied) fills a
-// gap only: it is filed where no record of its URL is, and left out where
-// one is (queued, or completed with the owner's due time); the owner's
-// copy that comes after it replaces its due time, later or not.
+// TestAddCopied: a record a replica holder moved (ReasonCopied) is filed
+// where no record of its URL is and completes a queued one, but leaves a
+// completed one as it is (the owner's due time); the owner's copy that
+// comes after it replaces its due time, later or not.
 func TestAddCopied(t *testing.T) {
 	f := open(t, nil)
 	us := gen("c", 1, 3)
@@ -252,14 +252,14 @@ func TestAddCopied(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := addCompleted(f, []NewURL{at(us[0], stale), at(us[1], stale), at(us[2], stale)}, ReasonCopied)
-	if err != nil || n != 1 {
-		t.Fatalf("copied: %d filed (%v), want 1", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("copied: %d filed (%v), want 2", n, err)
 	}
 	for i, want := range []struct {
 		state  State
 		reason string
 		due    time.Time
-	}{{Completed, ReasonCopied, stale}, {InList, "", time.Time{}}, {Completed, ReasonMoved, fresh}} {
+	}{{Completed, ReasonCopied, stale}, {Completed, ReasonCopied, stale}, {Completed, ReasonMoved, fresh}} {
 		r, ok, _ := f.Get(fps[i])
 		if !ok || r.State != want.state || r.Reason != want.reason || !r.Due.Equal(want.due) {
 			t.Errorf("record %d: %v %q due %v, want %v %q due %v", i, r.State, r.Reason, r.Due, want.state, want.reason, want.due)

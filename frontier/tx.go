@@ -136,12 +136,12 @@ func (tx *Tx) Relabel(r Ref, reason string) (bool, error) {
 // member that kept it only as a replica). An unknown URL is inserted
 // COMPLETED with reason (a moved or copied one counts against its host's
 // MaxPerHost, past the limit, as it was admitted elsewhere; a replica
-// counts against none); with ReasonCopied, a known one is left as it is.
-// Otherwise an IN_LIST or STALLED record becomes COMPLETED
-// ("done_elsewhere", or ReasonReplica); a COMPLETED one takes u.Due as its
-// due time (a replica's as it is, a moved record's when it is earlier and
-// this node did not fetch the page itself, either when the record was
-// copied); an IN_PROGRESS one is left alone. A URL without
+// counts against none). An IN_LIST or STALLED record becomes COMPLETED
+// ("done_elsewhere", ReasonReplica or ReasonCopied). A COMPLETED one takes
+// u.Due as its due time: a replica's as it is, a moved record's when it
+// is earlier and this node did not fetch the page itself, either when the
+// record was copied; a copied one's never. An IN_PROGRESS one is left
+// alone. A URL without
 // a host is ignored. It reports whether it inserted or completed a record.
 func (tx *Tx) AddCompleted(u NewURL, reason string) (bool, error) {
 	if reason != ReasonMoved && reason != ReasonReplica && reason != ReasonCopied {

@@ -66,9 +66,9 @@ const (
 	// KindCopied is a COMPLETED record moved by a rebalance from a member
 	// that kept it only as a replica (or as such a copy), sent to the
 	// URL's owner and to its second-ranked member: its due time may be
-	// behind the owner's, so the receiver files it only when it has no
-	// record of the URL (frontier.ReasonCopied), and the owner's own copy
-	// (KindDone) overrides it when it comes.
+	// behind the owner's, so it does not replace a COMPLETED record there
+	// (frontier.ReasonCopied), and the owner's own copy (KindDone)
+	// replaces it when it comes.
 	KindCopied Kind = 9
 	maxKind         = KindCopied
 )
