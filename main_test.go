@@ -10,12 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/cli"
+	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/node"
 	"github.com/phasecrawl/phasecrawl/test/harness"
@@ -48,8 +48,8 @@ func TestBinary(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t, "127.0.0.1"))
 	data := filepath.Join(dir, "data")
 
-	start := func() (*exec.Cmd, *syncBuffer) {
-		var logs syncBuffer
+	start := func() (*exec.Cmd, *syncbuf.Buffer) {
+		var logs syncbuf.Buffer
 		cmd := exec.Command(bin, "run", "--data", data, "--http", addr, "--allow-private", "--delay", "1ms", "--log-format", "json")
 		cmd.Stderr = &logs
 		if err := cmd.Start(); err != nil {
@@ -67,7 +67,7 @@ func TestBinary(t *testing.T) {
 		})
 		return cmd, &logs
 	}
-	stop := func(cmd *exec.Cmd, logs *syncBuffer) {
+	stop := func(cmd *exec.Cmd, logs *syncbuf.Buffer) {
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -152,22 +152,4 @@ func TestLinksNoTestPackage(t *testing.T) {
 	if ours < 10 || !strings.Contains(string(out), mod+"/demo/synthweb\n") {
 		t.Fatalf("go list -deps names %d of the module's packages, without demo/synthweb: %s", ours, out)
 	}
-}
-
-// syncBuffer is a process's output, read while the process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

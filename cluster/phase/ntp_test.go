@@ -1,7 +1,6 @@
 package phase
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -20,6 +19,7 @@ import (
 	"github.com/beevik/ntp"
 
 	"github.com/phasecrawl/phasecrawl/internal/clock"
+	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
 )
 
 // fakeNTP is a minimal NTPv4 server on 127.0.0.1 answering with a chosen
@@ -103,25 +103,7 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func newTestClock(t *testing.T, logs *syncBuffer, servers ...string) *Clock {
+func newTestClock(t *testing.T, logs *syncbuf.Buffer, servers ...string) *Clock {
 	t.Helper()
 	cfg := DefaultClockConfig(servers...)
 	cfg.Timeout = 500 * time.Millisecond
@@ -228,7 +210,7 @@ func TestClockRejectsInvalidResponses(t *testing.T) {
 }
 
 func TestClockNoServerReachable(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	silent := &fakeNTP{stratum: 2}
 	silent.silent.Store(true)
 	startFakeNTP(t, silent)
@@ -362,7 +344,7 @@ driftfile %s/drift
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd := exec.CommandContext(ctx, bin, "-d", "-x", "-u", "root", "-f", conf)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

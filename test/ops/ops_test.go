@@ -3,7 +3,6 @@
 package ops
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
 	"github.com/phasecrawl/phasecrawl/demo/webnode"
+	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
@@ -40,24 +40,6 @@ func web(t *testing.T, hosts, pages int) *webnode.Server {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	return srv
-}
-
-// syncBuffer is a log sink the node writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // runNode starts a node; the returned function stops it and waits (also at cleanup).
@@ -213,7 +195,7 @@ func TestBudgetMaxPages(t *testing.T) {
 	cfg := srv.NodeConfig("budget", t.TempDir(), 5*time.Millisecond)
 	cfg.Workers = 8
 	cfg.MaxPages = 150
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	n, _ := runNode(t, cfg, logs)
 	wait.For(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
 	settle(t, n)
@@ -242,7 +224,7 @@ func TestBudgetMaxDuration(t *testing.T) {
 	cfg := srv.NodeConfig("duration", t.TempDir(), 50*time.Millisecond)
 	cfg.Workers = 8
 	cfg.MaxDuration = 1500 * time.Millisecond
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	n, _ := runNode(t, cfg, logs)
 	wait.For(t, time.Minute, "budget spent", func() bool { return status(t, n).Budget.Reached != "" })
 	settle(t, n)

@@ -1,7 +1,6 @@
 package trapweb
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,12 +10,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/phasecrawl/phasecrawl/config"
 	"github.com/phasecrawl/phasecrawl/demo/synthweb"
+	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
 	"github.com/phasecrawl/phasecrawl/internal/wait"
 	"github.com/phasecrawl/phasecrawl/launch"
 	"github.com/phasecrawl/phasecrawl/node"
@@ -83,7 +82,7 @@ func TestTrapWebOneNode(t *testing.T) {
 	w, addr := serve(t, 3)
 	const delay = 2 * time.Millisecond
 	cfg := nodeConfig(w, addr, t.TempDir(), delay)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	n, err := launch.New(cfg, launch.Options{Options: node.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,24 +141,6 @@ func TestTrapWebOneNode(t *testing.T) {
 			t.Errorf("trap host %s: requests %v, want %v", h, k, want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the node's logger and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func getText(t *testing.T, u string) string {
