@@ -62,7 +62,7 @@ func (c *Cluster) moveAway(ctx context.Context, ring *ring.Ring, marks map[strin
 		// itself is also copied to the owner, who may not have it (the
 		// owner was away).
 		recs = slices.DeleteFunc(recs, func(r frontier.Record) bool {
-			if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica && r.Reason != frontier.ReasonCopied {
+			if !r.HeldAsCopy() {
 				return false
 			}
 			_, second := ring.Top2(r.FP)
@@ -146,7 +146,7 @@ func (c *Cluster) moveBatch(stop context.Context, ring *ring.Ring, recs []fronti
 		}
 		first, second := ring.Top2(r.FP)
 		done, replica := exchange.KindDone, exchange.KindReplica
-		if r.Reason == frontier.ReasonReplica || r.Reason == frontier.ReasonCopied {
+		if r.HeldAsCopy() {
 			done, replica = exchange.KindCopied, exchange.KindCopied
 		}
 		groups[group{first, done}] = append(groups[group{first, done}], i)

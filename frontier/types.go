@@ -79,6 +79,13 @@ type Ref struct {
 // Ref returns the Ref of r's URL.
 func (r Record) Ref() Ref { return Ref{FP: r.FP, Host: r.Host} }
 
+// HeldAsCopy reports whether r is COMPLETED here only as a copy of
+// another member's record: a replica (ReasonReplica), or a replica's copy
+// a rebalance moved here (ReasonCopied).
+func (r Record) HeldAsCopy() bool {
+	return r.State == Completed && (r.Reason == ReasonReplica || r.Reason == ReasonCopied)
+}
+
 // RefOf returns the Ref of a normalized URL (its FP and its host); the host
 // is empty when the URL does not parse.
 func RefOf(normalizedURL string) Ref {
