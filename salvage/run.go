@@ -165,9 +165,9 @@ func (s Summary) String() string {
 	f := s.Frontier
 	fmt.Fprintf(&b, "  frontier: %d in_list, %d stalled, %d in_progress (sent as moved), %d completed (%d of them replicas)\n",
 		f.InList, f.Stalled, f.InProgress, f.Completed, f.Replicas)
-	fmt.Fprintf(&b, "  outbox:   %d new, %d done, %d moved, %d replica, %d outcome\n", s.Outbox["new"], s.Outbox["done"], s.Outbox["moved"], s.Outbox["replica"], s.Outbox["outcome"])
-	fmt.Fprintf(&b, "  sent:     %d entries (%d done, %d replica, %d moved, %d new, %d outcome) in %d batches, %d resent; %d new to the receiving member; %d skipped\n",
-		s.Sent, s.Kinds["done"], s.Kinds["replica"], s.Kinds["moved"], s.Kinds["new"], s.Kinds["outcome"], s.Batches, s.Resent, s.Added, s.Skipped)
+	fmt.Fprintf(&b, "  outbox:   %d new, %d done, %d moved, %d replica, %d copied, %d outcome\n", s.Outbox["new"], s.Outbox["done"], s.Outbox["moved"], s.Outbox["replica"], s.Outbox["copied"], s.Outbox["outcome"])
+	fmt.Fprintf(&b, "  sent:     %d entries (%d done, %d replica, %d copied, %d moved, %d new, %d outcome) in %d batches, %d resent; %d new to the receiving member; %d skipped\n",
+		s.Sent, s.Kinds["done"], s.Kinds["replica"], s.Kinds["copied"], s.Kinds["moved"], s.Kinds["new"], s.Kinds["outcome"], s.Batches, s.Resent, s.Added, s.Skipped)
 	return b.String()
 }
 
