@@ -203,23 +203,9 @@ func Start(cfg NodeConfig, f Records, logger *slog.Logger) (*Cluster, error) {
 	}
 	xc.Outbox = c.outbox
 	xc.Local = localStore{c}
-	xc.OwnerOf = func(u frontier.NewURL) string { return c.ring.Load().Owner(frontier.Fingerprint(u.URL)) }
-	xc.ReplicaOf = func(u frontier.NewURL) string { return c.replicaOf(c.ring.Load(), frontier.Fingerprint(u.URL)) }
-	xc.OutcomeOf = func(peer string, u frontier.NewURL) string {
-		if (*c.peersLeaving.Load())[peer] {
-			return c.stayOwner(frontier.Fingerprint(u.URL)) // it refuses them: its records go there
-		}
-		if c.keepFor(peer) {
-			return "" // the lender keeps the record
-		}
-		return c.outcomeOwner(frontier.Fingerprint(u.URL))
-	}
+	xc.Directory = directory{c}
 	if cfg.Lend {
 		xc.Lender = localStore{c}
-	}
-	xc.AddrOf = func(peer string) (string, bool) {
-		a, ok := (*c.addrs.Load())[peer]
-		return a, ok
 	}
 	if c.x, err = exchange.New(xc); err != nil {
 		return nil, err

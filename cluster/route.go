@@ -13,6 +13,41 @@ import (
 // off: the sender keeps them and re-files them once the node is gone.
 var errLeaving = exchange.ErrLeaving
 
+// directory is the exchange's view of the members (exchange.Directory,
+// ReplicaDirectory and OutcomeDirectory): the owners by the current ring,
+// the addresses from the members' metadata.
+type directory struct{ c *Cluster }
+
+// OwnerOf is u's owner by the current ring.
+func (d directory) OwnerOf(u frontier.NewURL) string {
+	return d.c.ring.Load().Owner(frontier.Fingerprint(u.URL))
+}
+
+// ReplicaOf is the member that holds u's replica by the current ring.
+func (d directory) ReplicaOf(u frontier.NewURL) string {
+	return d.c.replicaOf(d.c.ring.Load(), frontier.Fingerprint(u.URL))
+}
+
+// OutcomeOf is where the outcome of u, lent to this node by peer, goes:
+// the member that keeps u's record when peer is leaving (it refuses
+// outcomes), peer itself while it keeps its lent records, else u's owner.
+func (d directory) OutcomeOf(peer string, u frontier.NewURL) string {
+	c := d.c
+	if (*c.peersLeaving.Load())[peer] {
+		return c.stayOwner(frontier.Fingerprint(u.URL))
+	}
+	if c.keepFor(peer) {
+		return ""
+	}
+	return c.outcomeOwner(frontier.Fingerprint(u.URL))
+}
+
+// AddrOf is the exchange address of an alive member.
+func (d directory) AddrOf(peer string) (string, bool) {
+	a, ok := (*d.c.addrs.Load())[peer]
+	return a, ok
+}
+
 // localStore is the exchange's Receiver: it stores the discovered URLs
 // this node owns and forwards (through the outbox) those another member
 // owns, which happens when a sender's view of the membership is behind;

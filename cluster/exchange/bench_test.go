@@ -44,7 +44,7 @@ func newBenchNode(b *testing.B, name string, book *addrBook) *testNode {
 	}
 	n.ob = ob
 	n.x, err = New(Config{
-		Name: name, Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(n.ins), OwnerOf: allTo("b"), AddrOf: book.get,
+		Name: name, Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(n.ins), Directory: testDir{owner: allTo("b"), addr: book.get},
 		Logger: quietLogger(),
 	})
 	if err != nil {

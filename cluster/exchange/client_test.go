@@ -45,7 +45,7 @@ func TestExchangeClientSend(t *testing.T) {
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	defer ob.Close()
 	x, err := New(Config{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(frontierStore{f}),
-		OwnerOf: allTo("live"), AddrOf: (&addrBook{}).get, Logger: quietLogger()})
+		Directory: testDir{owner: allTo("live"), addr: (&addrBook{}).get}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

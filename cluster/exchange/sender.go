@@ -212,7 +212,7 @@ func (s *sender) deliver(t taken) ([]Entry, error) {
 		x.st.urlsLocal.Add(uint64(len(t.entries)))
 		return nil, nil
 	}
-	addr, ok := x.cfg.AddrOf(s.peer)
+	addr, ok := x.cfg.Directory.AddrOf(s.peer)
 	if !ok || addr == "" {
 		x.st.dialErrors.Add(1)
 		return nil, fmt.Errorf("cluster: peer %s: no exchange address (not alive?)", s.peer)

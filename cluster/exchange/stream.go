@@ -26,6 +26,34 @@ type Receiver interface {
 	Receive(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error)
 }
 
+// Directory tells the stream where its entries go now. It is asked for
+// every entry routed, sent and received, so its methods must be fast and
+// must not block.
+type Directory interface {
+	// OwnerOf is the current owner of u ("" = unknown: keep waiting).
+	OwnerOf(u frontier.NewURL) string
+	// AddrOf is the exchange address of an alive peer (its member
+	// metadata); false once the peer is not a member.
+	AddrOf(peer string) (string, bool)
+}
+
+// ReplicaDirectory is a Directory that moves replicas: ReplicaOf is the member
+// that should now hold the replica of u (KindReplica entries, and
+// KindCopied ones not for the owner; "" keeps them with the peer they were
+// filed for). A Directory that is not one leaves replicas where they were
+// filed.
+type ReplicaDirectory interface {
+	ReplicaOf(u frontier.NewURL) string
+}
+
+// OutcomeDirectory is a Directory that redirects the outcomes of lent URLs:
+// OutcomeOf is the member an outcome (KindOutcome) filed for peer should
+// now go to ("" keeps it there). A Directory that is not one sends outcomes
+// to OwnerOf.
+type OutcomeDirectory interface {
+	OutcomeOf(peer string, u frontier.NewURL) string
+}
+
 // Lender stores the new URLs a peer sent and lends some of them back to
 // it (cluster.lend: the peer works on their hosts' phase now).
 type Lender interface {
@@ -75,17 +103,12 @@ type Config struct {
 	// Default nil: no TLS.
 	TLS *tls.Config
 
-	Outbox  *Outbox                        // durable queue of URLs to send. Required.
-	Local   Receiver                       // files what this node keeps (the local frontier). Required.
-	OwnerOf func(u frontier.NewURL) string // current owner of u ("" = unknown: keep waiting). Must be fast. Required.
-	// ReplicaOf is the member that should now hold the replica of u
-	// (KindReplica entries; "" keeps them with the peer they were filed
-	// for). Must be fast. Default: replicas stay where they were filed.
-	ReplicaOf func(u frontier.NewURL) string
-	// OutcomeOf is the member a lent URL's outcome (KindOutcome) filed
-	// for peer should now go to ("" keeps it there). Default: OwnerOf.
-	OutcomeOf func(peer string, u frontier.NewURL) string
-	AddrOf    func(peer string) (string, bool) // exchange address of an alive peer (member metadata). Required.
+	Outbox *Outbox  // durable queue of URLs to send. Required.
+	Local  Receiver // files what this node keeps (the local frontier). Required.
+	// Directory tells where each entry goes now: the owner of a URL and a
+	// peer's address; when it is a ReplicaDirectory or an OutcomeDirectory too,
+	// also where replicas and lent URLs' outcomes go. Required.
+	Directory Directory
 	// Lender, when set, stores the new URLs (KindNew) of each batch
 	// received, in place of Local, and chooses which of them to lend back
 	// to the batch's sender at once: the ack carries them. A sender passes
@@ -147,8 +170,8 @@ func (c *Config) fill() error {
 	switch {
 	case c.Name == "" || len(c.Name) > maxNameLen:
 		return fmt.Errorf("cluster: exchange name=%q: must be 1..%d bytes", c.Name, maxNameLen)
-	case c.Outbox == nil || c.Local == nil || c.OwnerOf == nil || c.AddrOf == nil:
-		return errors.New("cluster: exchange: Outbox, Local, OwnerOf and AddrOf are required")
+	case c.Outbox == nil || c.Local == nil || c.Directory == nil:
+		return errors.New("cluster: exchange: Outbox, Local and Directory are required")
 	case c.MaxBatch < 1 || c.MaxBatch > 100_000:
 		return fmt.Errorf("cluster: exchange max_batch=%d: must be 1..100000", c.MaxBatch)
 	case c.MinBatch < 1 || c.MinBatch > c.MaxBatch:
@@ -270,7 +293,7 @@ func (x *Stream) route(ctx context.Context, kind Kind, urls []frontier.NewURL) (
 	var local []frontier.NewURL
 	remote := map[string][]frontier.NewURL{}
 	for _, u := range urls {
-		if o := x.cfg.OwnerOf(u); o == "" || o == x.cfg.Name {
+		if o := x.cfg.Directory.OwnerOf(u); o == "" || o == x.cfg.Name {
 			local = append(local, u)
 		} else {
 			remote[o] = append(remote[o], u)
@@ -291,26 +314,26 @@ func (x *Stream) routeOf(peer string, e Entry) string {
 	case KindScope, KindRobots, KindLend, KindFacets:
 		// For that member alone: kept while it is a member, dropped once
 		// it is gone (it gets the whole set again when it comes back).
-		if _, ok := x.cfg.AddrOf(peer); ok {
+		if _, ok := x.cfg.Directory.AddrOf(peer); ok {
 			return ""
 		}
 		return dropEntry
 	case KindReplica:
-		if x.cfg.ReplicaOf == nil {
-			return ""
+		if r, ok := x.cfg.Directory.(ReplicaDirectory); ok {
+			return r.ReplicaOf(e.NewURL)
 		}
-		return x.cfg.ReplicaOf(e.NewURL)
+		return ""
 	case KindOutcome:
-		if x.cfg.OutcomeOf != nil {
-			return x.cfg.OutcomeOf(peer, e.NewURL)
+		if r, ok := x.cfg.Directory.(OutcomeDirectory); ok {
+			return r.OutcomeOf(peer, e.NewURL)
 		}
 	case KindCopied:
 		// For the owner, or for the member that keeps the replica.
-		if x.cfg.ReplicaOf != nil && x.cfg.ReplicaOf(e.NewURL) == peer {
+		if r, ok := x.cfg.Directory.(ReplicaDirectory); ok && r.ReplicaOf(e.NewURL) == peer {
 			return ""
 		}
 	}
-	return x.cfg.OwnerOf(e.NewURL)
+	return x.cfg.Directory.OwnerOf(e.NewURL)
 }
 
 func (x *Stream) storeLocal(ctx context.Context, kind Kind, urls []frontier.NewURL) (int, error) {

@@ -175,7 +175,7 @@ func startTestExchange(t *testing.T, name, listen string, key []byte, ob *Outbox
 	}
 	x, err := New(Config{
 		onBatch: onBatch,
-		Name:    name, Listen: listen, Key: key, Outbox: ob, Local: StoreReceiver(ins), OwnerOf: owner, AddrOf: book.get,
+		Name:    name, Listen: listen, Key: key, Outbox: ob, Local: StoreReceiver(ins), Directory: testDir{owner: owner, addr: book.get},
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, AckTimeout: 10 * time.Second,
 		Logger: quietLogger(),
 	})
@@ -199,6 +199,15 @@ func newTestNodeIns(t *testing.T, name string, key []byte, owner func(frontier.N
 	t.Cleanup(func() { n.x.Close(); n.ob.Close() })
 	return n
 }
+
+// testDir is a Directory of two functions.
+type testDir struct {
+	owner func(frontier.NewURL) string
+	addr  func(string) (string, bool)
+}
+
+func (d testDir) OwnerOf(u frontier.NewURL) string  { return d.owner(u) }
+func (d testDir) AddrOf(peer string) (string, bool) { return d.addr(peer) }
 
 func allTo(name string) func(frontier.NewURL) string {
 	return func(frontier.NewURL) string { return name }
@@ -607,7 +616,7 @@ func TestExchangeConfigErrors(t *testing.T) {
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "o.db"))
 	defer ob.Close()
 	base := Config{Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(newFakeInserter()),
-		OwnerOf: allTo("a"), AddrOf: (&addrBook{}).get}
+		Directory: testDir{owner: allTo("a"), addr: (&addrBook{}).get}}
 	for _, tc := range []struct {
 		name string
 		mod  func(*Config)
@@ -643,7 +652,7 @@ func TestExchangeBatchPacing(t *testing.T) {
 	b := newTestNode(t, "b", testKey, allTo("b"), book)
 	ob := openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	x, err := New(Config{
-		Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(newFakeInserter()), OwnerOf: allTo("b"), AddrOf: book.get,
+		Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: StoreReceiver(newFakeInserter()), Directory: testDir{owner: allTo("b"), addr: book.get},
 		MinBatch: 10, MaxDelay: time.Minute, AckTimeout: 10 * time.Second, Logger: quietLogger(),
 	})
 	if err != nil {
@@ -729,7 +738,7 @@ func TestExchangeLendsBackInAck(t *testing.T) {
 	lender := &lendEvery{ins: bIns, every: 3, peers: map[string]int{}, lent: map[string]bool{}}
 	bOb := openTestOutbox(t, filepath.Join(t.TempDir(), "b.db"))
 	bx, err := New(Config{Name: "b", Listen: "127.0.0.1:0", Key: testKey, Outbox: bOb, Local: StoreReceiver(bIns),
-		Lender: lender, OwnerOf: allTo("b"), AddrOf: book.get, Logger: quietLogger()})
+		Lender: lender, Directory: testDir{owner: allTo("b"), addr: book.get}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +747,7 @@ func TestExchangeLendsBackInAck(t *testing.T) {
 	rec := &lendRecorder{lent: map[string]int{}}
 	aOb := openTestOutbox(t, filepath.Join(t.TempDir(), "a.db"))
 	ax, err := New(Config{Name: "a", Listen: "127.0.0.1:0", Key: testKey, Outbox: aOb, Local: rec,
-		OwnerOf: allTo("b"), AddrOf: book.get, Logger: quietLogger()})
+		Directory: testDir{owner: allTo("b"), addr: book.get}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

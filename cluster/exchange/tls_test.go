@@ -38,7 +38,7 @@ func newTLSNode(t *testing.T, name string, tc *tls.Config, owner func(frontier.N
 	n := &testNode{name: name, ins: newFakeInserter()}
 	n.ob = openTestOutbox(t, filepath.Join(t.TempDir(), "outbox.db"))
 	x, err := New(Config{
-		Name: name, Listen: "127.0.0.1:0", Key: testKey, TLS: tc, Outbox: n.ob, Local: StoreReceiver(n.ins), OwnerOf: owner, AddrOf: book.get,
+		Name: name, Listen: "127.0.0.1:0", Key: testKey, TLS: tc, Outbox: n.ob, Local: StoreReceiver(n.ins), Directory: testDir{owner: owner, addr: book.get},
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 200 * time.Millisecond, AckTimeout: 10 * time.Second, Logger: quietLogger(),
 	})
 	if err != nil {
