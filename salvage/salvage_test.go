@@ -248,6 +248,13 @@ func TestOpenDirRefuses(t *testing.T) {
 	}
 }
 
+// ownsAll is the Directory of a member alone: it owns every URL and knows
+// no peer.
+type ownsAll struct{}
+
+func (ownsAll) OwnerOf(frontier.NewURL) string { return "live" }
+func (ownsAll) AddrOf(string) (string, bool)   { return "", false }
+
 // liveMember is an exchange backed by a frontier that owns every URL.
 func liveMember(t *testing.T) (*exchange.Stream, *frontier.Frontier) {
 	t.Helper()
@@ -260,7 +267,7 @@ func liveMember(t *testing.T) (*exchange.Stream, *frontier.Frontier) {
 		t.Fatal(err)
 	}
 	x, err := exchange.New(exchange.Config{Name: "live", Listen: "127.0.0.1:0", Key: testKey, Outbox: ob, Local: exchange.StoreReceiver(cluster.RecordWriter{Records: f}),
-		OwnerOf: func(frontier.NewURL) string { return "live" }, AddrOf: func(string) (string, bool) { return "", false }, Logger: quiet()})
+		Directory: ownsAll{}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
