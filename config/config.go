@@ -22,53 +22,12 @@ import (
 
 // Config is the whole configuration of a node.
 type Config struct {
-	// Name identifies the node in the cluster and in /v1/status. Default: the hostname.
-	Name string `yaml:"name"`
-	// Data is the data directory (frontier, WARC files, crawl log). Default ./phasecrawl-data.
-	Data string `yaml:"data"`
-	// HTTP is the API listen address. Default 127.0.0.1:7070.
-	HTTP string `yaml:"http"`
-	// Seeds are start URLs, added to the frontier at start (already-seen ones are ignored).
-	Seeds []string `yaml:"seeds"`
-	// SeedsFile names a file with one seed URL a line (# comments allowed).
-	SeedsFile string `yaml:"seeds_file"`
-	// Resolve holds 'PATTERN=HOST:PORT' rules: hosts matching the glob are dialled at HOST:PORT.
-	Resolve []string `yaml:"resolve"`
-	// AllowPrivate lets the fetcher connect to loopback and private addresses (the targets
-	// of Resolve rules need it not). Link-local addresses and cloud metadata endpoints need
-	// Fetch.AllowLinkLocal.
-	AllowPrivate bool `yaml:"allow_private"`
-	// Delay is the minimum pause between two requests to one host. Default 1s, valid 0..1h.
-	Delay time.Duration `yaml:"delay"`
-	// UserAgent is sent with every request and used to pick the robots.txt group.
-	UserAgent string `yaml:"user_agent"`
-	// Workers is the number of fetch workers (each serves one host at a time). Default 256, valid 1..4096.
-	Workers int `yaml:"workers"`
-	// ShutdownTimeout bounds how long in-flight fetches may run after SIGINT/SIGTERM. Default 30s.
-	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
-	// APITokenFile names a file holding the API's bearer token (its first line; at least 16
-	// characters). When set, every write to the API (POST /v1/seeds, ...) needs
-	// "Authorization: Bearer TOKEN". Required when http is not a loopback address.
-	APITokenFile string `yaml:"api_token_file"`
-	// MaxPages is this node's crawl budget in pages: once it has fetched
-	// this many pages (responses received) since it started, it starts no
-	// new request; requests in flight finish. Per node: each member of a
-	// cluster counts its own. Default 0 = unlimited, valid 0..1e12.
-	MaxPages int64 `yaml:"max_pages"`
-	// MaxDuration is this node's crawl budget in time, counted from its
-	// start: once it has passed the node starts no new request. Per node.
-	// Default 0 = unlimited, valid 0..8760h.
-	MaxDuration time.Duration `yaml:"max_duration"`
-	// ExitWhenDone makes the node exit (status 0) once its crawl is done:
-	// alone, once its frontier and bucket are empty; in a cluster, once
-	// every member is done and its outbox empty, unchanged for done_grace.
-	// A recurring crawl (recrawl.interval, a sites: revisit) is never
-	// done: the two together are an error. Default false.
-	ExitWhenDone bool `yaml:"exit_when_done"`
-	// DoneGrace is how long a crawl must stay done before exit_when_done
-	// ends it. The members of a cluster wait the largest done_grace among
-	// them. Default 5s, valid 1s..1h.
-	DoneGrace time.Duration `yaml:"done_grace"`
+	// Node holds the top-level keys that say what the node is: its name,
+	// directory, addresses, workers and politeness basics.
+	Node `yaml:",inline"`
+	// Run holds the top-level keys that say what it crawls and when it
+	// stops: seeds and budgets.
+	Run `yaml:",inline"`
 
 	Scope      Scope      `yaml:"scope"`
 	Politeness Politeness `yaml:"politeness"`
@@ -91,6 +50,63 @@ type Config struct {
 	// Sites holds per-site settings (priority, revisit, deadline,
 	// bandwidth) for the hosts each entry matches; file only. Default none.
 	Sites []Site `yaml:"sites"`
+}
+
+// Node is the top-level keys of the file that describe the node
+// (inline in Config: name, data, http, ...).
+type Node struct {
+	// Name identifies the node in the cluster and in /v1/status. Default: the hostname.
+	Name string `yaml:"name"`
+	// Data is the data directory (frontier, WARC files, crawl log). Default ./phasecrawl-data.
+	Data string `yaml:"data"`
+	// HTTP is the API listen address. Default 127.0.0.1:7070.
+	HTTP string `yaml:"http"`
+	// Resolve holds 'PATTERN=HOST:PORT' rules: hosts matching the glob are dialled at HOST:PORT.
+	Resolve []string `yaml:"resolve"`
+	// AllowPrivate lets the fetcher connect to loopback and private addresses (the targets
+	// of Resolve rules need it not). Link-local addresses and cloud metadata endpoints need
+	// Fetch.AllowLinkLocal.
+	AllowPrivate bool `yaml:"allow_private"`
+	// Delay is the minimum pause between two requests to one host. Default 1s, valid 0..1h.
+	Delay time.Duration `yaml:"delay"`
+	// UserAgent is sent with every request and used to pick the robots.txt group.
+	UserAgent string `yaml:"user_agent"`
+	// Workers is the number of fetch workers (each serves one host at a time). Default 256, valid 1..4096.
+	Workers int `yaml:"workers"`
+	// ShutdownTimeout bounds how long in-flight fetches may run after SIGINT/SIGTERM. Default 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// APITokenFile names a file holding the API's bearer token (its first line; at least 16
+	// characters). When set, every write to the API (POST /v1/seeds, ...) needs
+	// "Authorization: Bearer TOKEN". Required when http is not a loopback address.
+	APITokenFile string `yaml:"api_token_file"`
+}
+
+// Run is the top-level keys of the file that say what the node crawls
+// and when it stops (inline in Config: seeds, max_pages, ...).
+type Run struct {
+	// Seeds are start URLs, added to the frontier at start (already-seen ones are ignored).
+	Seeds []string `yaml:"seeds"`
+	// SeedsFile names a file with one seed URL a line (# comments allowed).
+	SeedsFile string `yaml:"seeds_file"`
+	// MaxPages is this node's crawl budget in pages: once it has fetched
+	// this many pages (responses received) since it started, it starts no
+	// new request; requests in flight finish. Per node: each member of a
+	// cluster counts its own. Default 0 = unlimited, valid 0..1e12.
+	MaxPages int64 `yaml:"max_pages"`
+	// MaxDuration is this node's crawl budget in time, counted from its
+	// start: once it has passed the node starts no new request. Per node.
+	// Default 0 = unlimited, valid 0..8760h.
+	MaxDuration time.Duration `yaml:"max_duration"`
+	// ExitWhenDone makes the node exit (status 0) once its crawl is done:
+	// alone, once its frontier and bucket are empty; in a cluster, once
+	// every member is done and its outbox empty, unchanged for done_grace.
+	// A recurring crawl (recrawl.interval, a sites: revisit) is never
+	// done: the two together are an error. Default false.
+	ExitWhenDone bool `yaml:"exit_when_done"`
+	// DoneGrace is how long a crawl must stay done before exit_when_done
+	// ends it. The members of a cluster wait the largest done_grace among
+	// them. Default 5s, valid 1s..1h.
+	DoneGrace time.Duration `yaml:"done_grace"`
 }
 
 // Recrawl configures recurring crawls: when a fetched page is due again.
@@ -571,14 +587,16 @@ func Default() Config {
 	}
 	b := bucket.DefaultConfig()
 	return Config{
-		Name:            name,
-		Data:            "./phasecrawl-data",
-		HTTP:            "127.0.0.1:7070",
-		Delay:           time.Second,
-		UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
-		Workers:         256,
-		ShutdownTimeout: 30 * time.Second,
-		DoneGrace:       5 * time.Second,
+		Node: Node{
+			Name:            name,
+			Data:            "./phasecrawl-data",
+			HTTP:            "127.0.0.1:7070",
+			Delay:           time.Second,
+			UserAgent:       "phasecrawl/0.1 (+https://github.com/phasecrawl/phasecrawl)",
+			Workers:         256,
+			ShutdownTimeout: 30 * time.Second,
+		},
+		Run: Run{DoneGrace: 5 * time.Second},
 		Scope: Scope{MaxPagesPerHost: 100000, Canonical: Canonical{StripParams: slices.Clone(defaultStripParams), SortQuery: true},
 			MaxSegmentRepeats: 2, MaxPathDepth: 20, MaxQueryParams: 16, MaxPatternDepth: 10, MaxQuerySets: 32, MaxHostsPerDomain: 1000},
 		Politeness: Politeness{Key: "host"},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -383,7 +384,14 @@ func walk(v reflect.Value, prefix string, fn func(key string, v reflect.Value) e
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+		opts := strings.Split(f.Tag.Get("yaml"), ",")
+		tag := opts[0]
+		if f.Anonymous && slices.Contains(opts[1:], "inline") {
+			if err := walk(v.Field(i), prefix, fn); err != nil {
+				return err
+			}
+			continue
+		}
 		if tag == "" || tag == "-" {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 
 func TestGate(t *testing.T) {
 	start := time.Unix(1_700_000_000, 0)
-	n := &Node{cfg: config.Config{MaxPages: 10, MaxDuration: time.Hour}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), counters: counters{started: start}}
+	n := &Node{cfg: config.Config{Run: config.Run{MaxPages: 10, MaxDuration: time.Hour}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), counters: counters{started: start}}
 	c := newControl(n)
 	g := c.gate(Standalone{})
 	open := func(at time.Time) bool { _, _, o := g.Active(at); return o }
@@ -38,7 +38,7 @@ func TestGate(t *testing.T) {
 		t.Fatalf("after max_pages too: %+v", c.status())
 	}
 
-	n2 := &Node{cfg: config.Config{MaxPages: 10}, log: n.log, counters: counters{started: start}}
+	n2 := &Node{cfg: config.Config{Run: config.Run{MaxPages: 10}}, log: n.log, counters: counters{started: start}}
 	c2 := newControl(n2)
 	n2.pages.Store(9)
 	if !c2.open(start.Add(1000 * time.Hour)) {
