@@ -31,15 +31,27 @@ type Result struct {
 	EndPending   int64   // known pages not fetched at the end of the run (Unfetched)
 	EndLent      int64   // of those, lent at the end (LentNow)
 	Refound      int64   // links to pages known but out of reach (a dead or cut-off member's) stored anew
-	Links        int64   // links followed
-	Duplicates   int64   // links to known pages (deduplicated by the owner)
-	Forwarded    int64   // URLs sent to another member (link entries)
-	Messages     int64   // exchange batches sent
-	Entries      int64   // exchange entries sent: links, lends, outcomes, give-backs
 	Cut          int64   // requests cut by the phase deadline (the page is requeued)
 	Swaps        int64   // phase swaps, all nodes
 
-	// Lending (Config.NoLend false).
+	ExchangeCounts
+	LendCounts
+	PoliteCounts
+	LossCounts
+	PartitionCounts
+}
+
+// ExchangeCounts is what the members sent each other.
+type ExchangeCounts struct {
+	Links      int64 // links followed
+	Duplicates int64 // links to known pages (deduplicated by the owner)
+	Forwarded  int64 // URLs sent to another member (link entries)
+	Messages   int64 // exchange batches sent
+	Entries    int64 // exchange entries sent: links, lends, outcomes, give-backs
+}
+
+// LendCounts is lending's share of a run (Config.NoLend false).
+type LendCounts struct {
 	Lent        int64 // URLs lent (lend entries)
 	Guests      int64 // lends a holder kept as guests (the others it gave back at once)
 	LentFetched int64 // lent pages fetched by their holder (each sends an outcome entry)
@@ -55,7 +67,10 @@ type Result struct {
 	// are not in Fetched (a page is counted once) and do not break the
 	// no-page-twice invariant; every other second fetch does.
 	RefetchedLostOutcome int64
+}
 
+// PoliteCounts is the politeness of the biggest hosts and the invariant's violations.
+type PoliteCounts struct {
 	// Politeness of the biggest hosts: requests × delay ÷ simulated time.
 	BigHosts      int
 	BigPoliteness float64 // mean over the BigHosts biggest hosts
@@ -67,13 +82,19 @@ type Result struct {
 
 	Violations     int64
 	FirstViolation string
+}
 
+// LossCounts is what a member lost at its loss (Config.Loss).
+type LossCounts struct {
 	LossAt      time.Duration
 	LossShare   int64 // known URLs the lost node owned: to be re-owned
 	LossKnown   int64 // known URLs at the loss
 	LossPending int64 // of those, pending ones lost with its disk
 	TakeoverAt  time.Duration
+}
 
+// PartitionCounts is the cut and the heal (Config.Partition).
+type PartitionCounts struct {
 	PartitionAt, PartitionFor, HealAt time.Duration
 	PartitionStashed                  int64 // pending URLs held by the cut-off minority
 }

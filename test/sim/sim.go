@@ -103,7 +103,14 @@ type Sim struct {
 	senders map[uint64]*sender
 	stash   []int64
 
-	// lending
+	simLend  // lending
+	simHosts // per host
+
+	res Result
+}
+
+// simLend is the run's lending state.
+type simLend struct {
 	lentTo, lender []uint16 // per page, while lent: its holder and the owner that lent it
 	lendStamp      uint64   // one per scheduler turn: the cache of lendFrom
 	lendSeen       []uint64
@@ -120,15 +127,15 @@ type Sim struct {
 	viewV          []uint64       // per node: the viewVer of viewID
 	viewID         []int
 	viewVer        uint64 // changed when a schedule gets a member list
+}
 
-	// per host
+// simHosts is the run's state per host: who fetches it, since when.
+type simHosts struct {
 	busy      []bool
 	lastStart []int64
 	lastEnd   []int64
 	lastNode  []int32
 	requests  []int32
-
-	res Result
 }
 
 func (s *Sim) now() time.Time { return s.base.Add(time.Duration(s.t)) }
@@ -153,7 +160,7 @@ func New(cfg Config, web *Web) (*Sim, error) {
 	pd := cfg.PhaseDuration
 	s := &Sim{cfg: cfg, web: web, rng: rand.New(rand.NewPCG(cfg.Seed, 0x51)),
 		base:   phase.EpochStart(phase.Epoch(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), pd), pd),
-		phases: map[int][][]int32{}, senders: map[uint64]*sender{}, workers: map[[2]int]int{}}
+		phases: map[int][][]int32{}, senders: map[uint64]*sender{}, simLend: simLend{workers: map[[2]int]int{}}}
 	H := web.Hosts()
 	P := web.Pages()
 	s.owner = make([]uint16, P)
