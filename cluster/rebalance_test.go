@@ -83,13 +83,7 @@ func (tc *testCluster) close(t *testing.T) {
 // fetching waits until the node's join gate opened.
 func (tc *testCluster) fetching(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for tc.c.joining.Load() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the members did not settle for it within 30s", tc.c.cfg.Name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 30*time.Second, tc.c.cfg.Name+": the members settled for it", func() bool { return !tc.c.joining.Load() })
 }
 
 // records returns every record of the frontier by URL.
@@ -187,13 +181,10 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	if n, err := a.c.store(ctx, exchange.KindNew, late); err != nil || n != 0 {
 		t.Fatalf("store of b's URLs at a: %d %v", n, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for b.f.Counts().Total() != cb.Total()+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("forwarded URLs did not reach b: %+v", b.f.Counts())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, "forwarded URLs at b", func() (bool, string) {
+		c := b.f.Counts()
+		return c.Total() == cb.Total()+5, fmt.Sprintf("%+v", c)
+	})
 
 	// b leaves gracefully: every record goes back to a.
 	b.close(t)
@@ -204,13 +195,10 @@ func TestRebalanceJoinAndHandoff(t *testing.T) {
 	if cb := b.f.Counts(); cb.Total() != 0 {
 		t.Fatalf("b kept %+v", cb)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for a.c.Ring().Len() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a still sees %v", a.c.Ring().Members())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, "a sees only itself", func() (bool, string) {
+		r := a.c.Ring()
+		return r.Len() == 1, fmt.Sprintf("a sees %v", r.Members())
+	})
 	st := a.c.ClusterStatus(time.Now())
 	if len(st.Members) != 2 || st.Members[1].Name != "b" || st.Members[1].State != "left" {
 		t.Fatalf("a's status members: %+v", st.Members)
@@ -266,13 +254,10 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 	if err := a.c.Replicate(ctx, mine); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for b.f.Counts().Completed != int64(len(mine)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas at b: %+v, want %d completed", b.f.Counts(), len(mine))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 10*time.Second, fmt.Sprintf("%d completed replicas at b", len(mine)), func() (bool, string) {
+		c := b.f.Counts()
+		return c.Completed == int64(len(mine)), fmt.Sprintf("%+v", c)
+	})
 	for u, r := range records(t, b.f) {
 		if r.State != frontier.Completed || r.Reason != frontier.ReasonReplica {
 			t.Fatalf("b holds %s as %s (%s), want a completed replica", u, r.State, r.Reason)
@@ -285,13 +270,10 @@ func TestReplicaSurvivesOwnerFailure(t *testing.T) {
 
 	// a fails (no leave): b owns a's URLs and does not take them again.
 	a.kill(t)
-	deadline = time.Now().Add(15 * time.Second)
-	for b.c.Ring().Len() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("b still sees %v", b.c.Ring().Members())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, 15*time.Second, "b sees only itself", func() (bool, string) {
+		r := b.c.Ring()
+		return r.Len() == 1, fmt.Sprintf("b sees %v", r.Members())
+	})
 	if n, err := b.c.store(ctx, exchange.KindNew, mine); err != nil || n != 0 {
 		t.Fatalf("a's completed URLs rediscovered at b: %d added (%v), want 0", n, err)
 	}
@@ -382,19 +364,16 @@ func TestRebalanceBusyPhaseAfterSwap(t *testing.T) {
 	b := startTestClusterWith(t, "b", long, a.c.Members().Addr())
 	// The scheduler's part at a: swap once a's schedule holds both members.
 	var switched, slotEnd time.Time
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if st := a.c.sched.At(time.Now()); st.NPhase == 2 && st.Phase >= 0 {
+	wait.For(t, 30*time.Second, "a's schedule took b", func() (bool, string) {
+		st := a.c.sched.At(time.Now())
+		if st.NPhase == 2 && st.Phase >= 0 {
 			switched, slotEnd = time.Now(), st.RequestDeadline
-			if err := a.f.SetPhases(2); err != nil {
-				t.Fatal(err)
-			}
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a's schedule did not take b within 30s: %+v", a.c.sched.At(time.Now()))
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false, fmt.Sprintf("%+v", st)
+	})
+	if err := a.f.SetPhases(2); err != nil {
+		t.Fatal(err)
 	}
 	b.fetching(t)
 	opened := time.Now()

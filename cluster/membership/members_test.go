@@ -3,6 +3,7 @@ package membership
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 var (
@@ -35,20 +38,10 @@ func startTestMember(t *testing.T, name, bind string, key []byte, join ...string
 // waitNames waits (bounded) until m sees exactly want as its alive members.
 func waitNames(t *testing.T, m *Members, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	wait.For(t, 15*time.Second, fmt.Sprintf("%s sees %v", m.Name(), want), func() (bool, string) {
 		got := m.AliveNames()
-		if slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s sees %v, want %v", m.Name(), got, want)
-		}
-		select {
-		case <-m.Changes():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return slices.Equal(got, want), fmt.Sprintf("%s sees %v", m.Name(), got)
+	})
 }
 
 func TestMembersJoinLeaveRejoin(t *testing.T) {

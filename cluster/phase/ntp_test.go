@@ -20,6 +20,7 @@ import (
 
 	"github.com/phasecrawl/phasecrawl/internal/clock"
 	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // fakeNTP is a minimal NTPv4 server on 127.0.0.1 answering with a chosen
@@ -265,14 +266,7 @@ func TestClockRunStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	deadline := time.After(10 * time.Second)
-	for !c.State().Synced {
-		select {
-		case <-deadline:
-			t.Fatal("Run did not sync")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	wait.For(t, 10*time.Second, "Run synced", func() bool { return c.State().Synced })
 	cancel()
 	select {
 	case err := <-done:
