@@ -61,11 +61,14 @@ type Cluster struct {
 // ring, the members away, the exchange addresses and the member list this
 // node scheduled (gossiped by announceView).
 type memberView struct {
-	ring  atomic.Pointer[ring.Ring]
-	away  atomic.Pointer[membership.Away]   // members declared dead whose share waits (Held); nil: none
-	addrs atomic.Pointer[map[string]string] // member name -> exchange address
-	alive atomic.Int64                      // members seen alive, this one included
-	updMu sync.Mutex                        // serializes update
+	ring atomic.Pointer[ring.Ring]
+	// ringPhases is the frontier's phase count when ring was stored: a
+	// count changed since, the scheduler swapped under this ring.
+	ringPhases atomic.Int64
+	away       atomic.Pointer[membership.Away]   // members declared dead whose share waits (Held); nil: none
+	addrs      atomic.Pointer[map[string]string] // member name -> exchange address
+	alive      atomic.Int64                      // members seen alive, this one included
+	updMu      sync.Mutex                        // serializes update
 	// updKick asks follow to apply the membership again (quorum.go).
 	updKick chan struct{}
 
@@ -153,6 +156,7 @@ func Start(cfg NodeConfig, f Records, logger *slog.Logger) (*Cluster, error) {
 	// exchange, started before the join, keeps the URLs a previous process
 	// left in the outbox for their owners instead of taking them as this
 	// node's own.
+	c.ringPhases.Store(int64(c.front.Phases()))
 	c.ring.Store(ring.New(nil))
 	c.sent = newSentFilter(c.ring.Load())
 	c.peersLeaving.Store(&map[string]bool{})

@@ -322,14 +322,14 @@ func (c *Cluster) rebalance(ctx context.Context) {
 	// phase swap, once it has put every URL it held and no worker started
 	// back in the queue (after their marks: the frontier applies writes in
 	// order); from then on it places only URLs Held lets through, under
-	// this ring its own. So once the count changed since this rebalance
-	// started (and so since its ring did), its bucket holds no record
-	// another member owns: a joiner's switch (a first member that crawled
-	// alone for a moment goes from one phase to three) need not wait for
-	// the end of the slot it starts, up to a whole epoch, with every
-	// joiner's own URLs held meanwhile (gate).
-	n0 := c.front.Phases()
-	swapped := func() bool { return c.front.Phases() != n0 }
+	// this ring its own. So once the count changed since this rebalance's
+	// ring was stored (a swap may come before the rebalance starts), its
+	// bucket holds no record another member owns: a joiner's switch (a
+	// first member that crawled alone for a moment goes from one phase to
+	// three) need not wait for the end of the slot it starts, up to a
+	// whole epoch, with every joiner's own URLs held meanwhile (gate).
+	n0 := c.ringPhases.Load()
+	swapped := func() bool { return int64(c.front.Phases()) != n0 }
 	for pass := 1; ; pass++ {
 		// A starting node that has not fetched a URL of its own yet
 		// (startHold) holds none in its bucket, nor does one whose

@@ -173,6 +173,11 @@ func (c *Cluster) update() {
 	}
 	ring := ring.NewWithID(owners, RingHash(procs))
 	if old := c.ring.Load(); !equalStrings(old.Members(), ring.Members()) || old.ID() != ring.ID() {
+		if !equalStrings(old.Members(), ring.Members()) {
+			// Owners changed: a swap counts from now. (A new ID alone, a
+			// member's restart, leaves every record's owner as it was.)
+			c.ringPhases.Store(int64(c.front.Phases()))
+		}
 		c.ring.Store(ring)
 		c.sent.reset(ring) // owners may have changed
 		if c.cfg.MaxPagesPerHost > 0 {
