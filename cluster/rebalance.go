@@ -335,7 +335,10 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		// (startHold) holds none in its bucket, nor does one whose
 		// scheduler swapped to a new phase count since: nothing need wait
 		// for its phase to end.
-		busy := !c.startHold.Load() && !swapped()
+		// The pass's view of the three: a change after it, even one made
+		// while the pass ran, ends the wait below.
+		st0, held, sw0 := c.sched.At(time.Now()), c.startHold.Load(), swapped()
+		busy := !held && !sw0
 		m, err := c.moveAway(ctx, ring, marks, busy, true)
 		tot.add(m)
 		if superseded() {
@@ -361,7 +364,7 @@ func (c *Cluster) rebalance(ctx context.Context) {
 		// is being fetched or lent, which ends within the slot: try again
 		// after a second (a first member's seed in a worker's hands at the
 		// switch kept every joiner's gate closed until the epoch's end).
-		st0, held, sw0, waited := c.sched.At(time.Now()), c.startHold.Load(), swapped(), time.Now()
+		waited := time.Now()
 		if !sleepCtx(ctx, 200*time.Millisecond) {
 			return
 		}
