@@ -15,6 +15,7 @@ import (
 	"github.com/phasecrawl/phasecrawl/cluster/membership"
 	"github.com/phasecrawl/phasecrawl/cluster/phase"
 	"github.com/phasecrawl/phasecrawl/frontier"
+	"github.com/phasecrawl/phasecrawl/internal/wait"
 )
 
 // TestOutcomeBeforeRecord: an outcome that reaches the URL's owner without
@@ -330,13 +331,15 @@ func TestLendsNameTheSlot(t *testing.T) {
 	tc.fetching(t)
 	s := tc.c.sched
 	d := s.PhaseDuration()
-	for {
+	// Half the 10 s epoch left at least, so that the steps below end in
+	// the epoch they start in (a -race run on a loaded machine took over
+	// 2 s), and a second of it gone, so that the switch, 10 ms back, is
+	// inside it.
+	wait.For(t, 10*time.Second, "a second into an epoch, half of it left", func() bool {
 		now := s.ClusterNow(time.Now())
-		if phase.EpochStart(phase.Epoch(now, d)+1, d).Sub(now) > 2*time.Second {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		e := phase.Epoch(now, d)
+		return now.Sub(phase.EpochStart(e, d)) > time.Second && phase.EpochStart(e+1, d).Sub(now) > d/2
+	})
 	now := s.ClusterNow(time.Now())
 	epochStart := phase.EpochStart(phase.Epoch(now, d), d)
 	s.SetMembersFromInstant(epochStart, []string{"b", "c"})
