@@ -28,18 +28,10 @@ func (d directory) ReplicaOf(u frontier.NewURL) string {
 	return d.c.replicaOf(d.c.ring.Load(), frontier.Fingerprint(u.URL))
 }
 
-// OutcomeOf is where the outcome of u, lent to this node by peer, goes:
-// the member that keeps u's record when peer is leaving (it refuses
-// outcomes), peer itself while it keeps its lent records, else u's owner.
+// OutcomeOf is where the outcome of u, lent to this node by peer and
+// filed for it, goes now (outcomeTo; peer itself keeps it there).
 func (d directory) OutcomeOf(peer string, u frontier.NewURL) string {
-	c := d.c
-	if (*c.peersLeaving.Load())[peer] {
-		return c.stayOwner(frontier.Fingerprint(u.URL))
-	}
-	if c.keepFor(peer) {
-		return ""
-	}
-	return c.outcomeOwner(frontier.Fingerprint(u.URL))
+	return d.c.outcomeTo(peer, frontier.Fingerprint(u.URL))
 }
 
 // AddrOf is the exchange address of an alive member.
