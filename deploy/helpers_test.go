@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/phasecrawl/phasecrawl/internal/syncbuf"
 )
 
 // binDir holds the phasecrawl binary built once for the whole package.
@@ -131,30 +132,12 @@ func freePort(t testing.TB, udp bool) int {
 	return 0
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a process started by a test; stop ends it with SIGTERM (then
 // SIGKILL after grace) and reports how it exited.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	out  *syncBuffer // stdout and stderr
+	out  *syncbuf.Buffer // stdout and stderr
 	done chan struct{}
 	err  error // set when done is closed
 	once sync.Once
@@ -164,7 +147,7 @@ type proc struct {
 // registers its stop with t.Cleanup.
 func startProc(t testing.TB, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
